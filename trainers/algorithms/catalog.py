@@ -1,0 +1,33 @@
+"""Names and one-line descriptions of every algorithm registry entry.
+
+This module imports without torch so the studio can render choices and validate
+configs. The registries themselves (`advantages.py`, `policy_losses.py`, ...) hold
+the functions; `tests/trainers/test_catalog.py` checks that both list the same names.
+"""
+
+ADVANTAGE_ESTIMATORS: dict[str, str] = {
+    "grpo": "Group mean/std normalisation (DeepSeekMath GRPO): (r - mean_g) / (std_g + eps).",
+    "dr_grpo": "Group mean only, no std division (Dr. GRPO, arXiv:2503.20783).",
+    "rloo": "Leave-one-out baseline: r_i - mean of the other samples of the group (RLOO).",
+    "reinforce_pp": "REINFORCE++: token-level returns, whitened over the whole batch (arXiv:2501.03262).",
+    "reinforce_pp_baseline": "Group mean subtracted, then whitened by the batch std (REINFORCE++-baseline, Lite PPO).",
+}
+
+POLICY_LOSSES: dict[str, str] = {
+    "ppo_clip": "PPO clipped ratio with separate low/high clip (clip-higher) and optional dual-clip.",
+    "gspo": "GSPO: sequence-level, length-normalised importance ratio, clipped (arXiv:2507.18071).",
+    "vanilla_pg": "Plain policy gradient: -A * log pi (no ratio, no clip).",
+}
+
+LOSS_AGG_MODES: dict[str, str] = {
+    "token-mean": "Mean over every valid token of the batch (DAPO).",
+    "seq-mean-token-mean": "Mean over tokens of each sequence, then over sequences (original GRPO).",
+    "seq-mean-token-sum": "Sum over tokens of each sequence, then mean over sequences.",
+    "seq-mean-token-sum-norm": "Sum over tokens divided by a constant (max response length), Dr. GRPO.",
+}
+
+KL_ESTIMATORS: dict[str, str] = {
+    "k1": "log(pi/pi_ref): unbiased, high variance.",
+    "k2": "0.5 * (log(pi/pi_ref))^2.",
+    "k3": "pi_ref/pi - log(pi_ref/pi) - 1: unbiased, low variance, always >= 0 (Schulman).",
+}

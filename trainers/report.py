@@ -1,0 +1,87 @@
+"""What a run reports, and the protocol it reports through.
+
+Plain dataclasses (no torch) so the studio and the workers can build and read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+RUN_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
+
+
+@dataclass
+class CriterionScore:
+    """One criterion's verdict on one completion. `error` is set when the criterion failed (score is then 0)."""
+
+    score: float
+    explanation: str = ""
+    error: str | None = None
+
+
+@dataclass
+class Rollout:
+    """One sampled completion, scored. `prompt`/`completion` are text or a list of chat turns."""
+
+    step: int
+    prompt_id: str
+    sample_index: int
+    prompt: str | list[dict[str, Any]]
+    completion: str | list[dict[str, Any]]
+    reward: float
+    scores: dict[str, CriterionScore] = field(default_factory=dict)
+    advantage: float = 0.0
+    num_tokens: int = 0
+    finish_reason: str = "stop"  # "stop" | "length"
+    logprobs: list[float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Rollout:
+        data = dict(data)
+        data["scores"] = {k: CriterionScore(**v) for k, v in data.get("scores", {}).items()}
+        return cls(**data)
+
+
+class Reporter(Protocol):
+    """Where a run sends what it produces. Implementations: CLI (JSONL + progress bar),
+    the Celery worker (database rows + channel layer), tests (in memory)."""
+
+    def metrics(self, step: int, values: dict[str, float]) -> None: ...
+    def rollouts(self, step: int, rollouts: list[Rollout]) -> None: ...
+    def status(self, state: str, detail: str = "") -> None: ...
+    def checkpoint(self, step: int, path: str) -> None: ...
+    def log(self, line: str) -> None: ...
+
+
+class MemoryReporter:
+    """Keeps everything in lists; for tests and notebooks."""
+
+    def __init__(self) -> None:
+        self.metric_points: list[tuple[int, dict[str, float]]] = []
+        self.rollout_batches: list[tuple[int, list[Rollout]]] = []
+        self.states: list[tuple[str, str]] = []
+        self.checkpoints: list[tuple[int, str]] = []
+        self.lines: list[str] = []
+
+    def metrics(self, step: int, values: dict[str, float]) -> None:
+        self.metric_points.append((step, dict(values)))
+
+    def rollouts(self, step: int, rollouts: list[Rollout]) -> None:
+        self.rollout_batches.append((step, list(rollouts)))
+
+    def status(self, state: str, detail: str = "") -> None:
+        self.states.append((state, detail))
+
+    def checkpoint(self, step: int, path: str) -> None:
+        self.checkpoints.append((step, path))
+
+    def log(self, line: str) -> None:
+        self.lines.append(line)
+
+    def series(self, key: str) -> list[float]:
+        """Values of one metric key in step order."""
+        return [values[key] for _, values in self.metric_points if key in values]

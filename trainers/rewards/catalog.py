@@ -1,0 +1,121 @@
+"""Criterion kinds and their parameters: the schema the studio renders and validates.
+
+Imports without torch. The scoring code for each kind lives in `trainers/rewards/criteria/`;
+`tests/trainers/rewards/test_catalog.py` checks that every kind here has an implementation.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ExactMatchParams(Params):
+    """Completion (or its extracted answer) equals the reference field."""
+
+    reference_field: str = Field("answer", description="Row field holding the expected answer.")
+    extract: Literal["full", "last_line", "boxed", "after_marker", "regex"] = Field(
+        "full", description="Which part of the completion is compared."
+    )
+    marker: str = Field("Answer:", description="Text after which the answer starts (extract=after_marker).")
+    pattern: str = Field("", description="Regex whose first group is the answer (extract=regex).")
+    case_sensitive: bool = Field(False, description="Compare case-sensitively.")
+    strip_whitespace: bool = Field(True, description="Collapse and strip whitespace before comparing.")
+    strip_punctuation: bool = Field(False, description="Drop punctuation before comparing.")
+
+
+class RegexParams(Params):
+    """Score 1 when the completion matches (or fully matches) a pattern."""
+
+    pattern: str = Field(..., description="Python regular expression.")
+    mode: Literal["search", "fullmatch"] = Field("search", description="search anywhere, or the whole completion.")
+    multiline: bool = Field(False, description="re.MULTILINE")
+    dotall: bool = Field(True, description="re.DOTALL")
+    invert: bool = Field(False, description="Score 1 when it does NOT match.")
+
+
+class ContainsParams(Params):
+    """Fraction (or all/any) of keywords found in the completion."""
+
+    keywords: list[str] = Field(..., min_length=1, description="Keywords to look for.")
+    mode: Literal["all", "any", "fraction"] = Field("fraction", description="How hits become a score.")
+    case_sensitive: bool = Field(False, description="Match case-sensitively.")
+    forbidden: bool = Field(False, description="Penalise instead: score 1 when none appear.")
+
+
+class MathEquivParams(Params):
+    """Numeric / LaTeX answer equivalence with math-verify."""
+
+    reference_field: str = Field("answer", description="Row field holding the gold answer.")
+    extract: Literal["auto", "boxed", "last_number"] = Field(
+        "auto", description="auto lets math-verify find LaTeX or plain expressions."
+    )
+    timeout_s: float = Field(5.0, gt=0, le=60, description="Per-comparison time limit.")
+
+
+class LengthParams(Params):
+    """Length shaping: 1 inside [min, max] tokens-ish (characters or words), decaying outside."""
+
+    unit: Literal["chars", "words"] = Field("words", description="How length is measured.")
+    target_min: int = Field(0, ge=0, description="Shortest length that scores 1.")
+    target_max: int = Field(200, ge=1, description="Longest length that scores 1.")
+    slope: float = Field(0.01, ge=0, description="Score lost per unit outside the target range (floored at 0).")
+
+
+class PythonParams(Params):
+    """User function `score(prompt, completion, **fields) -> float | (float, str)` run in a sandbox."""
+
+    code: str = Field(..., description="Python source defining score(prompt, completion, **fields).")
+    timeout_s: float = Field(5.0, gt=0, le=120, description="Wall-clock limit per call.")
+    memory_mb: int = Field(512, ge=32, le=16384, description="Address-space limit of the sandbox process.")
+
+
+class CodeExecParams(Params):
+    """Extract code from the completion and run it against test cases in a sandbox."""
+
+    language: Literal["python"] = Field("python", description="Language of the program.")
+    tests_field: str = Field(
+        "tests", description="Row field with tests: a list of {input, output} or Python assert lines."
+    )
+    extract: Literal["fenced", "full"] = Field("fenced", description="Take the last ```block```, or everything.")
+    timeout_s: float = Field(5.0, gt=0, le=120, description="Wall-clock limit for all tests of one completion.")
+    memory_mb: int = Field(512, ge=32, le=16384, description="Address-space limit of the sandbox process.")
+    partial_credit: bool = Field(True, description="Score = fraction of passing tests (else all-or-nothing).")
+
+
+class LLMJudgeParams(Params):
+    """A judge model grades the completion against a written rubric; a score is parsed from its reply."""
+
+    backend: Literal["openai", "local"] = Field("openai", description="OpenAI-compatible HTTP endpoint or local model.")
+    base_url: str = Field("http://localhost:8000/v1", description="Endpoint (backend=openai).")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
+    model: str = Field(..., description="Model name (openai) or local path (local).")
+    rubric: str = Field(..., min_length=1, description="What the judge is told to look for.")
+    score_min: float = Field(0.0, description="Lowest score the judge may give.")
+    score_max: float = Field(10.0, description="Highest score the judge may give; normalised to [0, 1].")
+    timeout_s: float = Field(60.0, gt=0, le=600, description="Per-request time limit.")
+    max_tokens: int = Field(256, ge=1, le=8192, description="Judge reply length.")
+
+
+CRITERION_KINDS: dict[str, type[Params]] = {
+    "exact_match": ExactMatchParams,
+    "regex": RegexParams,
+    "contains": ContainsParams,
+    "math_equiv": MathEquivParams,
+    "length": LengthParams,
+    "python": PythonParams,
+    "code_exec": CodeExecParams,
+    "llm_judge": LLMJudgeParams,
+}
+
+
+def params_model(kind: str) -> type[Params]:
+    try:
+        return CRITERION_KINDS[kind]
+    except KeyError:
+        raise ValueError(f"unknown criterion kind {kind!r}; valid kinds: {', '.join(CRITERION_KINDS)}") from None

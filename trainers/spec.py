@@ -1,0 +1,305 @@
+"""RunSpec: the one typed, validated, JSON-serialisable description of a run.
+
+The studio renders its forms from `RunSpec.model_json_schema()` and validates stored
+configs with `RunSpec.model_validate`; the CLI reads the same thing from YAML.
+Imports without torch. Presets are named bundles of values (see `PRESETS`), not code paths.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from trainers.algorithms.catalog import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
+from trainers.rewards.catalog import params_model
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def _choice(catalog: dict[str, str], value: str, what: str) -> str:
+    if value not in catalog:
+        raise ValueError(f"unknown {what} {value!r}; valid: {', '.join(catalog)}")
+    return value
+
+
+class LoraSpec(Section):
+    r: int = Field(16, ge=1, le=1024, description="LoRA rank.")
+    alpha: int = Field(32, ge=1, description="LoRA alpha (scale = alpha / r).")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the LoRA path.")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
+        description="Module names to adapt (peft target_modules).",
+    )
+
+
+class ModelSpec(Section):
+    path: str = Field(..., min_length=1, description="Local folder or hub id of a causal LM (save_pretrained layout).")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="Weights dtype for training; bfloat16 on recent GPUs."
+    )
+    trust_remote_code: bool = Field(False, description="Allow model code from the model folder.")
+    gradient_checkpointing: bool = Field(False, description="Trade compute for memory in the backward pass.")
+    lora: LoraSpec | None = Field(None, description="Train LoRA adapters instead of all weights (peft).")
+    ref_path: str | None = Field(None, description="Reference model for KL; defaults to the initial policy.")
+
+
+class DataSpec(Section):
+    path: str = Field(..., min_length=1, description="JSONL, CSV or Parquet file, or a local Hugging Face dataset folder.")
+    format: Literal["auto", "jsonl", "csv", "parquet", "hf"] = Field("auto", description="auto: from the extension.")
+    split: str = Field("train", description="Split to use for a dataset folder with several splits.")
+    prompt_field: str | None = Field("prompt", description="Field with the prompt text.")
+    messages_field: str | None = Field(None, description="Field with chat messages [{role, content}], instead of prompt text.")
+    answer_field: str | None = Field("answer", description="Field with the reference answer, handed to criteria as `answer`.")
+    extra_fields: list[str] = Field(default_factory=list, description="More fields handed to criteria by name.")
+    system_prompt: str | None = Field(None, description="System message prepended when a chat template is used.")
+    use_chat_template: bool = Field(True, description="Apply the tokenizer's chat template when it has one.")
+    max_prompt_tokens: int = Field(512, ge=8, le=131072, description="Longer prompts are truncated from the left.")
+    shuffle: bool = Field(True, description="Shuffle prompts each epoch (seeded).")
+    limit: int | None = Field(None, ge=1, description="Use only the first N rows.")
+
+    @model_validator(mode="after")
+    def _one_prompt_source(self) -> DataSpec:
+        if not self.prompt_field and not self.messages_field:
+            raise ValueError("set prompt_field or messages_field")
+        return self
+
+
+class CriterionSpec(Section):
+    name: str = Field(..., description="Short identifier; used in metric keys (reward/<name>/mean) and formulas.")
+    kind: str = Field(..., description="Criterion kind; see trainers.rewards.catalog.CRITERION_KINDS.")
+    weight: float = Field(1.0, ge=-100, le=100, description="Weight in the weighted sum.")
+    params: dict[str, Any] = Field(default_factory=dict, description="Kind-specific parameters.")
+
+    @field_validator("name")
+    @classmethod
+    def _identifier(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", v):
+            raise ValueError("must be an identifier (letters, digits, _; not starting with a digit)")
+        return v
+
+    @model_validator(mode="after")
+    def _params_match_kind(self) -> CriterionSpec:
+        model = params_model(self.kind)
+        self.__dict__["params"] = model.model_validate(self.params).model_dump()
+        return self
+
+
+class RubricSpec(Section):
+    criteria: list[CriterionSpec] = Field(..., min_length=1, description="Ordered weighted criteria.")
+    combine: Literal["weighted_sum", "formula"] = Field("weighted_sum", description="How criterion scores become one reward.")
+    formula: str | None = Field(
+        None,
+        description="Expression over criterion names with + - * / min max abs clip, e.g. 'correct * min(format, 1)'.",
+    )
+    pass_threshold: float | None = Field(None, description="A completion 'passes' at reward >= this (for pass@k).")
+
+    @model_validator(mode="after")
+    def _check(self) -> RubricSpec:
+        names = [c.name for c in self.criteria]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"criterion names must be unique; repeated: {', '.join(dupes)}")
+        if self.combine == "formula" and not self.formula:
+            raise ValueError("combine='formula' needs a formula")
+        return self
+
+
+class AlgorithmSpec(Section):
+    preset: str | None = Field(None, description="Preset these values started from (informational).")
+    group_size: int = Field(8, ge=2, le=1024, description="Completions sampled per prompt (G).")
+    advantage_estimator: str = Field("grpo", description="How rewards become advantages.")
+    adv_eps: float = Field(1e-6, gt=0, description="Added to the std in normalisation.")
+    gamma: float = Field(1.0, ge=0, le=1, description="Discount for token-level returns (REINFORCE++).")
+    policy_loss: str = Field("ppo_clip", description="Surrogate objective.")
+    clip_ratio_low: float = Field(0.2, ge=0, le=10, description="Ratio lower clip: 1 - clip_ratio_low.")
+    clip_ratio_high: float = Field(0.2, ge=0, le=10, description="Ratio upper clip: 1 + clip_ratio_high (clip-higher, DAPO).")
+    dual_clip_c: float | None = Field(None, gt=1, description="Dual-clip bound for negative advantages (e.g. 3.0); off when empty.")
+    loss_agg_mode: str = Field("seq-mean-token-mean", description="How per-token losses are reduced.")
+    loss_agg_norm: int | None = Field(
+        None, ge=1, description="Constant for seq-mean-token-sum-norm; defaults to rollout.max_new_tokens."
+    )
+    kl_beta: float = Field(0.0, ge=0, le=10, description="KL coefficient; 0 means no reference model is loaded.")
+    kl_estimator: str = Field("k3", description="KL estimator.")
+    kl_in_reward: bool = Field(False, description="Subtract beta*KL from token rewards instead of adding a loss term.")
+    entropy_coef: float = Field(0.0, ge=0, le=1, description="Entropy bonus coefficient.")
+    ppo_epochs: int = Field(1, ge=1, le=16, description="Optimisation passes over each batch of rollouts.")
+    dynamic_sampling: bool = Field(False, description="DAPO: drop groups whose rewards all agree, sample more prompts.")
+    dynamic_sampling_max_rounds: int = Field(4, ge=1, le=64, description="Cap on extra generation rounds per step.")
+    overlong_filter: bool = Field(False, description="Mask the loss of truncated completions.")
+    overlong_penalty: bool = Field(False, description="DAPO soft overlong punishment.")
+    overlong_buffer: int = Field(16, ge=1, description="Tokens before max_new_tokens where the soft penalty ramps up.")
+    overlong_penalty_factor: float = Field(1.0, ge=0, description="Penalty at max_new_tokens.")
+    tis_cap: float | None = Field(
+        None, gt=0, description="Truncated importance-sampling cap for engine/trainer logprob mismatch (vLLM)."
+    )
+
+    @field_validator("advantage_estimator")
+    @classmethod
+    def _adv(cls, v: str) -> str:
+        return _choice(ADVANTAGE_ESTIMATORS, v, "advantage estimator")
+
+    @field_validator("policy_loss")
+    @classmethod
+    def _loss(cls, v: str) -> str:
+        return _choice(POLICY_LOSSES, v, "policy loss")
+
+    @field_validator("loss_agg_mode")
+    @classmethod
+    def _agg(cls, v: str) -> str:
+        return _choice(LOSS_AGG_MODES, v, "loss aggregation mode")
+
+    @field_validator("kl_estimator")
+    @classmethod
+    def _kl(cls, v: str) -> str:
+        return _choice(KL_ESTIMATORS, v, "KL estimator")
+
+
+class RolloutSpec(Section):
+    engine: Literal["transformers", "vllm"] = Field("transformers", description="Generation back-end.")
+    max_new_tokens: int = Field(64, ge=1, le=131072, description="Completion length cap.")
+    temperature: float = Field(1.0, ge=0, le=5, description="Sampling temperature (0 = greedy).")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling.")
+    top_k: int = Field(0, ge=0, description="Top-k sampling; 0 disables.")
+    stop: list[str] = Field(default_factory=list, description="Stop strings (besides EOS).")
+    generation_batch_size: int = Field(64, ge=1, description="Sequences generated per engine call.")
+    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=0.95, description="vLLM: GPU memory fraction.")
+    vllm_sleep_during_update: bool = Field(True, description="vLLM colocated: release memory during the update.")
+    vllm_server_url: str | None = Field(None, description="vLLM: use a separate server instead of colocating.")
+
+
+class OptimSpec(Section):
+    lr: float = Field(1e-6, gt=0, le=1, description="Peak learning rate (AdamW).")
+    weight_decay: float = Field(0.0, ge=0, le=1, description="AdamW weight decay.")
+    beta1: float = Field(0.9, ge=0, lt=1, description="AdamW beta1.")
+    beta2: float = Field(0.999, ge=0, lt=1, description="AdamW beta2.")
+    lr_scheduler: Literal["constant", "linear", "cosine"] = Field("constant", description="Schedule after warm-up.")
+    warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
+    max_grad_norm: float | None = Field(1.0, gt=0, description="Gradient clipping; empty disables.")
+    prompts_per_step: int = Field(8, ge=1, le=65536, description="Prompts per step; rollouts = prompts x group_size.")
+    micro_batch_size: int = Field(8, ge=1, description="Sequences per forward/backward; the rest is accumulated.")
+    total_steps: int = Field(100, ge=1, le=10_000_000, description="Optimiser steps to run.")
+    seed: int = Field(0, ge=0, description="Seeds data order, sampling and initialisation.")
+
+
+class CheckpointSpec(Section):
+    output_dir: str = Field("runs/out", description="Folder for checkpoints, metrics and rollouts.")
+    every_n_steps: int = Field(0, ge=0, description="Save every N steps; 0 saves only at the end or on stop.")
+    keep_last: int = Field(2, ge=1, description="Older checkpoints are deleted.")
+    resume_from: str | None = Field(None, description="Checkpoint folder to resume from ('latest' finds the newest).")
+    save_final: bool = Field(True, description="Save a checkpoint when the run ends or is stopped.")
+
+
+class EvalSpec(Section):
+    samples_per_prompt: int = Field(4, ge=1, le=1024, description="k samples per prompt (pass@k).")
+    num_prompts: int | None = Field(None, ge=1, description="Evaluate only the first N prompts.")
+    checkpoint: str | None = Field(None, description="Checkpoint folder to evaluate instead of model.path.")
+
+
+class RunSpec(Section):
+    name: str = Field("run", description="Human-readable run name.")
+    model: ModelSpec
+    data: DataSpec
+    rubric: RubricSpec
+    algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec)
+    optim: OptimSpec = Field(default_factory=OptimSpec)
+    checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+    eval: EvalSpec = Field(default_factory=EvalSpec)
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> RunSpec:
+        a = self.algorithm
+        if a.overlong_penalty and a.overlong_buffer >= self.rollout.max_new_tokens:
+            raise ValueError("algorithm.overlong_buffer must be smaller than rollout.max_new_tokens")
+        if a.advantage_estimator in ("grpo", "dr_grpo", "rloo", "reinforce_pp_baseline") and a.group_size < 2:
+            raise ValueError(f"algorithm.group_size must be >= 2 for {a.advantage_estimator}")
+        if self.rollout.engine == "transformers" and self.rollout.vllm_server_url:
+            raise ValueError("rollout.vllm_server_url is only used with engine='vllm'")
+        return self
+
+    @property
+    def loss_agg_norm(self) -> int:
+        """Dr. GRPO's constant normaliser, resolved once: explicit value or max_new_tokens."""
+        return self.algorithm.loss_agg_norm or self.rollout.max_new_tokens
+
+    @property
+    def rollouts_per_step(self) -> int:
+        return self.optim.prompts_per_step * self.algorithm.group_size
+
+
+# Presets: named bundles of AlgorithmSpec values. Everything not named keeps its default.
+PRESETS: dict[str, dict[str, Any]] = {
+    "grpo": {  # DeepSeekMath, arXiv:2402.03300
+        "advantage_estimator": "grpo", "policy_loss": "ppo_clip", "loss_agg_mode": "seq-mean-token-mean",
+        "clip_ratio_low": 0.2, "clip_ratio_high": 0.2, "kl_beta": 0.04, "kl_estimator": "k3",
+    },
+    "dr_grpo": {  # Understanding R1-Zero-Like Training, arXiv:2503.20783
+        "advantage_estimator": "dr_grpo", "policy_loss": "ppo_clip", "loss_agg_mode": "seq-mean-token-sum-norm",
+        "clip_ratio_low": 0.2, "clip_ratio_high": 0.2, "kl_beta": 0.0,
+    },
+    "dapo": {  # arXiv:2503.14476
+        "advantage_estimator": "grpo", "policy_loss": "ppo_clip", "loss_agg_mode": "token-mean",
+        "clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "kl_beta": 0.0,
+        "dynamic_sampling": True, "overlong_penalty": True,
+    },
+    "gspo": {  # arXiv:2507.18071
+        "advantage_estimator": "grpo", "policy_loss": "gspo", "loss_agg_mode": "seq-mean-token-mean",
+        "clip_ratio_low": 3e-4, "clip_ratio_high": 4e-4, "kl_beta": 0.0,
+    },
+    "rloo": {  # Back to Basics, arXiv:2402.14740
+        "advantage_estimator": "rloo", "policy_loss": "ppo_clip", "loss_agg_mode": "token-mean",
+        "kl_beta": 0.05, "kl_estimator": "k1", "kl_in_reward": True,
+    },
+    "reinforce_pp": {  # arXiv:2501.03262
+        "advantage_estimator": "reinforce_pp", "policy_loss": "ppo_clip", "loss_agg_mode": "token-mean",
+        "kl_beta": 0.01, "kl_estimator": "k1", "kl_in_reward": True,
+    },
+    "reinforce_pp_baseline": {
+        "advantage_estimator": "reinforce_pp_baseline", "policy_loss": "ppo_clip", "loss_agg_mode": "token-mean",
+        "kl_beta": 0.01, "kl_estimator": "k3", "kl_in_reward": False,
+    },
+    "lite_ppo": {  # Tricks or Traps? arXiv:2508.08221: group-mean + batch-std, token-level loss
+        "advantage_estimator": "reinforce_pp_baseline", "policy_loss": "ppo_clip", "loss_agg_mode": "token-mean",
+        "kl_beta": 0.0,
+    },
+}
+
+PRESET_DESCRIPTIONS: dict[str, str] = {
+    "grpo": "GRPO (DeepSeekMath): group mean/std advantages, clipped ratio, k3 KL loss.",
+    "dr_grpo": "Dr. GRPO: no std division, constant-normalised token sum, no KL.",
+    "dapo": "DAPO: clip-higher, token-mean loss, dynamic sampling, soft overlong punishment.",
+    "gspo": "GSPO: sequence-level importance ratio with tight clipping.",
+    "rloo": "RLOO: leave-one-out baseline, KL folded into the reward.",
+    "reinforce_pp": "REINFORCE++: batch-whitened token returns with KL in the reward.",
+    "reinforce_pp_baseline": "REINFORCE++-baseline: group-mean baseline, batch-std normalisation.",
+    "lite_ppo": "Lite PPO: group-mean + batch-std advantages with token-level loss.",
+}
+
+
+def preset_values(name: str) -> dict[str, Any]:
+    """AlgorithmSpec values of a preset (a fresh copy)."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; valid: {', '.join(PRESETS)}")
+    return {**copy.deepcopy(PRESETS[name]), "preset": name}
+
+
+def apply_preset(config: dict[str, Any], name: str) -> dict[str, Any]:
+    """A copy of a RunSpec config dict whose algorithm section starts from the preset;
+    keys the config sets explicitly in `algorithm` win over the preset."""
+    out = copy.deepcopy(config)
+    out["algorithm"] = {**preset_values(name), **out.get("algorithm", {})}
+    return out
+
+
+def validation_errors(exc: ValidationError) -> dict[str, str]:
+    """Flatten pydantic errors to {"algorithm.clip_ratio_low": "Input should be ..."} for forms and APIs."""
+    out: dict[str, str] = {}
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "__all__"
+        out[loc] = err["msg"].removeprefix("Value error, ")
+    return out
