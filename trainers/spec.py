@@ -49,12 +49,18 @@ class ModelSpec(Section):
 
 
 class DataSpec(Section):
-    path: str = Field(..., min_length=1, description="JSONL, CSV or Parquet file, or a local Hugging Face dataset folder.")
+    path: str = Field(
+        ..., min_length=1, description="JSONL, CSV or Parquet file, or a local Hugging Face dataset folder."
+    )
     format: Literal["auto", "jsonl", "csv", "parquet", "hf"] = Field("auto", description="auto: from the extension.")
     split: str = Field("train", description="Split to use for a dataset folder with several splits.")
     prompt_field: str | None = Field("prompt", description="Field with the prompt text.")
-    messages_field: str | None = Field(None, description="Field with chat messages [{role, content}], instead of prompt text.")
-    answer_field: str | None = Field("answer", description="Field with the reference answer, handed to criteria as `answer`.")
+    messages_field: str | None = Field(
+        None, description="Field with chat messages [{role, content}], instead of prompt text."
+    )
+    answer_field: str | None = Field(
+        "answer", description="Field with the reference answer, handed to criteria as `answer`."
+    )
     extra_fields: list[str] = Field(default_factory=list, description="More fields handed to criteria by name.")
     system_prompt: str | None = Field(None, description="System message prepended when a chat template is used.")
     use_chat_template: bool = Field(True, description="Apply the tokenizer's chat template when it has one.")
@@ -91,7 +97,9 @@ class CriterionSpec(Section):
 
 class RubricSpec(Section):
     criteria: list[CriterionSpec] = Field(..., min_length=1, description="Ordered weighted criteria.")
-    combine: Literal["weighted_sum", "formula"] = Field("weighted_sum", description="How criterion scores become one reward.")
+    combine: Literal["weighted_sum", "formula"] = Field(
+        "weighted_sum", description="How criterion scores become one reward."
+    )
     formula: str | None = Field(
         None,
         description="Expression over criterion names with + - * / min max abs clip, e.g. 'correct * min(format, 1)'.",
@@ -117,8 +125,12 @@ class AlgorithmSpec(Section):
     gamma: float = Field(1.0, ge=0, le=1, description="Discount for token-level returns (REINFORCE++).")
     policy_loss: str = Field("ppo_clip", description="Surrogate objective.")
     clip_ratio_low: float = Field(0.2, ge=0, le=10, description="Ratio lower clip: 1 - clip_ratio_low.")
-    clip_ratio_high: float = Field(0.2, ge=0, le=10, description="Ratio upper clip: 1 + clip_ratio_high (clip-higher, DAPO).")
-    dual_clip_c: float | None = Field(None, gt=1, description="Dual-clip bound for negative advantages (e.g. 3.0); off when empty.")
+    clip_ratio_high: float = Field(
+        0.2, ge=0, le=10, description="Ratio upper clip: 1 + clip_ratio_high (clip-higher, DAPO)."
+    )
+    dual_clip_c: float | None = Field(
+        None, gt=1, description="Dual-clip bound for negative advantages (e.g. 3.0); off when empty."
+    )
     loss_agg_mode: str = Field("seq-mean-token-mean", description="How per-token losses are reduced.")
     loss_agg_norm: int | None = Field(
         None, ge=1, description="Constant for seq-mean-token-sum-norm; defaults to rollout.max_new_tokens."
@@ -235,36 +247,68 @@ class RunSpec(Section):
 # Presets: named bundles of AlgorithmSpec values. Everything not named keeps its default.
 PRESETS: dict[str, dict[str, Any]] = {
     "grpo": {  # DeepSeekMath, arXiv:2402.03300
-        "advantage_estimator": "grpo", "policy_loss": "ppo_clip", "loss_agg_mode": "seq-mean-token-mean",
-        "clip_ratio_low": 0.2, "clip_ratio_high": 0.2, "kl_beta": 0.04, "kl_estimator": "k3",
+        "advantage_estimator": "grpo",
+        "policy_loss": "ppo_clip",
+        "loss_agg_mode": "seq-mean-token-mean",
+        "clip_ratio_low": 0.2,
+        "clip_ratio_high": 0.2,
+        "kl_beta": 0.04,
+        "kl_estimator": "k3",
     },
     "dr_grpo": {  # Understanding R1-Zero-Like Training, arXiv:2503.20783
-        "advantage_estimator": "dr_grpo", "policy_loss": "ppo_clip", "loss_agg_mode": "seq-mean-token-sum-norm",
-        "clip_ratio_low": 0.2, "clip_ratio_high": 0.2, "kl_beta": 0.0,
+        "advantage_estimator": "dr_grpo",
+        "policy_loss": "ppo_clip",
+        "loss_agg_mode": "seq-mean-token-sum-norm",
+        "clip_ratio_low": 0.2,
+        "clip_ratio_high": 0.2,
+        "kl_beta": 0.0,
     },
     "dapo": {  # arXiv:2503.14476
-        "advantage_estimator": "grpo", "policy_loss": "ppo_clip", "loss_agg_mode": "token-mean",
-        "clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "kl_beta": 0.0,
-        "dynamic_sampling": True, "overlong_penalty": True,
+        "advantage_estimator": "grpo",
+        "policy_loss": "ppo_clip",
+        "loss_agg_mode": "token-mean",
+        "clip_ratio_low": 0.2,
+        "clip_ratio_high": 0.28,
+        "kl_beta": 0.0,
+        "dynamic_sampling": True,
+        "overlong_penalty": True,
     },
     "gspo": {  # arXiv:2507.18071
-        "advantage_estimator": "grpo", "policy_loss": "gspo", "loss_agg_mode": "seq-mean-token-mean",
-        "clip_ratio_low": 3e-4, "clip_ratio_high": 4e-4, "kl_beta": 0.0,
+        "advantage_estimator": "grpo",
+        "policy_loss": "gspo",
+        "loss_agg_mode": "seq-mean-token-mean",
+        "clip_ratio_low": 3e-4,
+        "clip_ratio_high": 4e-4,
+        "kl_beta": 0.0,
     },
     "rloo": {  # Back to Basics, arXiv:2402.14740
-        "advantage_estimator": "rloo", "policy_loss": "ppo_clip", "loss_agg_mode": "token-mean",
-        "kl_beta": 0.05, "kl_estimator": "k1", "kl_in_reward": True,
+        "advantage_estimator": "rloo",
+        "policy_loss": "ppo_clip",
+        "loss_agg_mode": "token-mean",
+        "kl_beta": 0.05,
+        "kl_estimator": "k1",
+        "kl_in_reward": True,
     },
     "reinforce_pp": {  # arXiv:2501.03262
-        "advantage_estimator": "reinforce_pp", "policy_loss": "ppo_clip", "loss_agg_mode": "token-mean",
-        "kl_beta": 0.01, "kl_estimator": "k1", "kl_in_reward": True,
+        "advantage_estimator": "reinforce_pp",
+        "policy_loss": "ppo_clip",
+        "loss_agg_mode": "token-mean",
+        "kl_beta": 0.01,
+        "kl_estimator": "k1",
+        "kl_in_reward": True,
     },
     "reinforce_pp_baseline": {
-        "advantage_estimator": "reinforce_pp_baseline", "policy_loss": "ppo_clip", "loss_agg_mode": "token-mean",
-        "kl_beta": 0.01, "kl_estimator": "k3", "kl_in_reward": False,
+        "advantage_estimator": "reinforce_pp_baseline",
+        "policy_loss": "ppo_clip",
+        "loss_agg_mode": "token-mean",
+        "kl_beta": 0.01,
+        "kl_estimator": "k3",
+        "kl_in_reward": False,
     },
     "lite_ppo": {  # Tricks or Traps? arXiv:2508.08221: group-mean + batch-std, token-level loss
-        "advantage_estimator": "reinforce_pp_baseline", "policy_loss": "ppo_clip", "loss_agg_mode": "token-mean",
+        "advantage_estimator": "reinforce_pp_baseline",
+        "policy_loss": "ppo_clip",
+        "loss_agg_mode": "token-mean",
         "kl_beta": 0.0,
     },
 }

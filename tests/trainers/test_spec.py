@@ -1,0 +1,92 @@
+"""RunSpec: defaults, bounds, choices, presets and field-named errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from pydantic import ValidationError
+
+from trainers.spec import PRESETS, RunSpec, apply_preset, preset_values, validation_errors
+
+BASE = {
+    "model": {"path": "var/tiny"},
+    "data": {"path": "data.jsonl"},
+    "rubric": {"criteria": [{"name": "correct", "kind": "exact_match"}]},
+}
+
+
+def errors_of(config: dict) -> dict[str, str]:
+    with pytest.raises(ValidationError) as info:
+        RunSpec.model_validate(config)
+    return validation_errors(info.value)
+
+
+def test_it_fills_defaults_and_round_trips_through_json():
+    spec = RunSpec.model_validate(BASE)
+    assert spec.algorithm.group_size == 8
+    assert spec.rubric.criteria[0].params["reference_field"] == "answer"
+    again = RunSpec.model_validate(json.loads(spec.model_dump_json()))
+    assert again == spec
+
+
+def test_it_names_the_field_of_an_out_of_bounds_value():
+    errs = errors_of({**BASE, "algorithm": {"group_size": 1}})
+    assert list(errs) == ["algorithm.group_size"]
+    assert "greater than or equal to 2" in errs["algorithm.group_size"]
+
+
+def test_it_lists_valid_choices_for_an_unknown_estimator():
+    errs = errors_of({**BASE, "algorithm": {"advantage_estimator": "ppo_gae"}})
+    assert "grpo" in errs["algorithm.advantage_estimator"]
+    assert "rloo" in errs["algorithm.advantage_estimator"]
+
+
+def test_it_rejects_unknown_keys_instead_of_ignoring_them():
+    errs = errors_of({**BASE, "optim": {"learning_rate": 1e-5}})
+    assert "optim.learning_rate" in errs
+
+
+def test_it_validates_criterion_params_against_the_kind():
+    bad = {**BASE, "rubric": {"criteria": [{"name": "fmt", "kind": "regex", "params": {}}]}}
+    errs = errors_of(bad)
+    assert any(loc.startswith("rubric.criteria.0") for loc in errs)
+    unknown = {**BASE, "rubric": {"criteria": [{"name": "x", "kind": "vibes"}]}}
+    assert "exact_match" in " ".join(errors_of(unknown).values())
+
+
+def test_it_rejects_repeated_criterion_names():
+    crit = {"name": "c", "kind": "exact_match"}
+    errs = errors_of({**BASE, "rubric": {"criteria": [crit, crit]}})
+    assert "repeated: c" in errs["rubric"]
+
+
+def test_it_refuses_an_overlong_buffer_longer_than_the_completion():
+    errs = errors_of(
+        {**BASE, "algorithm": {"overlong_penalty": True, "overlong_buffer": 64}, "rollout": {"max_new_tokens": 32}}
+    )
+    assert "overlong_buffer" in errs["__all__"]
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_is_a_valid_spec(name):
+    spec = RunSpec.model_validate(apply_preset(BASE, name))
+    assert spec.algorithm.preset == name
+
+
+def test_explicit_algorithm_values_win_over_the_preset():
+    config = {**BASE, "algorithm": {"clip_ratio_high": 0.5}}
+    spec = RunSpec.model_validate(apply_preset(config, "dapo"))
+    assert spec.algorithm.clip_ratio_high == 0.5
+    assert spec.algorithm.dynamic_sampling is True
+    assert preset_values("dapo")["clip_ratio_high"] == 0.28
+
+
+def test_dr_grpo_normaliser_defaults_to_max_new_tokens():
+    spec = RunSpec.model_validate({**apply_preset(BASE, "dr_grpo"), "rollout": {"max_new_tokens": 48}})
+    assert spec.loss_agg_norm == 48
+
+
+def test_the_schema_module_imports_without_torch():
+    code = "import sys, trainers.spec, trainers.report; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
