@@ -1,0 +1,18 @@
+"""GRPO-family algorithm parts: registries of small, pure tensor-in/tensor-out functions.
+
+Import the submodule you need; this package imports nothing (so `catalog` and
+`registry` stay importable without torch).
+
+- `catalog`        names + one-line help of every registry entry (torch-free; the studio reads it)
+- `registry`       `Registry` (register / get / names), `UnknownNameError`
+- `advantages`     `ADVANTAGES`: fn(token_rewards, mask, group_index, *, eps, gamma) -> (advantages, returns);
+                   helpers `sequence_scores`, `discounted_returns`
+- `policy_losses`  `POLICY_LOSSES`: fn(logp, old_logp, advantages, mask, *, clip_ratio_low, clip_ratio_high,
+                   dual_clip_c, loss_agg_mode, loss_agg_norm, is_weights=None) -> `PolicyLossOutput`
+- `aggregation`    `LOSS_AGGREGATIONS`, `aggregate_loss(loss_mat, mask, mode, norm)`, `aggregation_units(mask, mode)`
+- `kl`             `KL_ESTIMATORS`: fn(logp, ref_logp) -> (B, T); `kl_penalty(logp, ref_logp, estimator)`
+- `filters`        `groups_with_reward_spread`, `overlong_loss_mask`, `overlong_soft_penalty` (DAPO)
+- `masked`         `masked_sum`, `masked_mean`, `masked_var`, `masked_whiten`, `zero_masked`
+- `groups`         per-group statistics broadcast to samples: `group_size`, `group_mean`, `group_std`,
+                   `group_has_spread`
+"""

@@ -1,0 +1,55 @@
+"""Per-group statistics of one scalar per sample, broadcast back to the samples.
+
+A group is the set of completions sampled for one prompt; `group_index` (B,) holds
+any integer id per sample (ids need not be contiguous or sorted). Every function
+returns a (B,) tensor: the statistic of the sample's own group, vectorised with
+`index_add_` rather than a Python loop over groups.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def _group_sum(values: Tensor, group_index: Tensor) -> Tensor:
+    """(B,) sum of `values` over each sample's group."""
+    _, inverse = torch.unique(group_index, return_inverse=True)
+    num_groups = int(inverse.max().item()) + 1 if inverse.numel() else 0
+    sums = torch.zeros(num_groups, dtype=values.dtype, device=values.device).index_add_(0, inverse, values)
+    return sums[inverse]
+
+
+def group_size(group_index: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """(B,) number of samples in each sample's group."""
+    return _group_sum(torch.ones(group_index.shape, dtype=dtype, device=group_index.device), group_index)
+
+
+def group_mean(values: Tensor, group_index: Tensor) -> Tensor:
+    """(B,) mean of `values` (B,) over each sample's group."""
+    return _group_sum(values, group_index) / group_size(group_index, values.dtype)
+
+
+def group_std(values: Tensor, group_index: Tensor, unbiased: bool = True) -> Tensor:
+    """(B,) standard deviation of `values` over each sample's group; 0 for a group of one.
+
+    Unbiased (n - 1 denominator) by default, as `torch.std` and verl's GRPO use.
+    """
+    n = group_size(group_index, values.dtype)
+    squared = _group_sum((values - group_mean(values, group_index)) ** 2, group_index)
+    denom = (n - 1).clamp(min=1) if unbiased else n
+    return torch.where(n > 1, (squared / denom).sqrt(), torch.zeros_like(values))
+
+
+def group_has_spread(values: Tensor, group_index: Tensor) -> Tensor:
+    """(B,) bool: True where the sample's group holds at least two different values.
+
+    Compares max with min exactly (no tolerance) because rewards are mostly discrete
+    and a tiny float spread still gives a (tiny) non-zero GRPO advantage.
+    """
+    _, inverse = torch.unique(group_index, return_inverse=True)
+    num_groups = int(inverse.max().item()) + 1 if inverse.numel() else 0
+    fill = torch.full((num_groups,), float("inf"), dtype=values.dtype, device=values.device)
+    group_min = fill.scatter_reduce(0, inverse, values, reduce="amin")
+    group_max = (-fill).scatter_reduce(0, inverse, values, reduce="amax")
+    return (group_max > group_min)[inverse]
