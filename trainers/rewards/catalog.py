@@ -6,13 +6,23 @@ Imports without torch. The scoring code for each kind lives in `trainers/rewards
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class Params(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def _compiles(pattern: str) -> str:
+    """Refuse a bad regular expression when the rubric is saved, not when the first sample is scored."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression: {exc}") from None
+    return pattern
 
 
 class ExactMatchParams(Params):
@@ -28,6 +38,16 @@ class ExactMatchParams(Params):
     strip_whitespace: bool = Field(True, description="Collapse and strip whitespace before comparing.")
     strip_punctuation: bool = Field(False, description="Drop punctuation before comparing.")
 
+    _pattern_compiles = field_validator("pattern")(_compiles)
+
+    @model_validator(mode="after")
+    def _extract_needs_its_option(self) -> ExactMatchParams:
+        if self.extract == "regex" and not self.pattern:
+            raise ValueError("extract='regex' needs a pattern")
+        if self.extract == "after_marker" and not self.marker:
+            raise ValueError("extract='after_marker' needs a marker")
+        return self
+
 
 class RegexParams(Params):
     """Score 1 when the completion matches (or fully matches) a pattern."""
@@ -37,6 +57,8 @@ class RegexParams(Params):
     multiline: bool = Field(False, description="re.MULTILINE")
     dotall: bool = Field(True, description="re.DOTALL")
     invert: bool = Field(False, description="Score 1 when it does NOT match.")
+
+    _pattern_compiles = field_validator("pattern")(_compiles)
 
 
 class ContainsParams(Params):
@@ -65,6 +87,12 @@ class LengthParams(Params):
     target_min: int = Field(0, ge=0, description="Shortest length that scores 1.")
     target_max: int = Field(200, ge=1, description="Longest length that scores 1.")
     slope: float = Field(0.01, ge=0, description="Score lost per unit outside the target range (floored at 0).")
+
+    @model_validator(mode="after")
+    def _range_in_order(self) -> LengthParams:
+        if self.target_min > self.target_max:
+            raise ValueError(f"target_min ({self.target_min}) is above target_max ({self.target_max})")
+        return self
 
 
 class PythonParams(Params):
