@@ -1,0 +1,116 @@
+"""Rollouts with transformers `generate` on the policy itself (CPU or one GPU).
+
+Sampling draws from torch's global generator, which the checkpoint saves, so a resumed
+run samples the same completions. Logprobs of the sampled tokens, when asked for, come
+from one batched forward pass over the finished sequences (`trainers.logprobs`) instead
+of generate's per-step scores, whose (steps, B, vocab) tensors do not fit for long
+completions with large vocabularies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from trainers.engines.base import Generation, RolloutEngine, SamplingParams
+from trainers.logprobs import TokenBatch, batched_logprobs
+from trainers.spec import RunSpec
+
+
+class HFEngine(RolloutEngine):
+    def __init__(
+        self, spec: RunSpec | None = None, *, model: Any, tokenizer: Any, batch_size: int | None = None
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size or (spec.rollout.generation_batch_size if spec else 64)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        if eos is None:
+            eos = tokenizer.eos_token_id
+        self.eos_ids: list[int] = list(eos) if isinstance(eos, list | tuple) else [eos]
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def generate(self, prompt_token_ids: list[list[int]], n: int, params: SamplingParams) -> list[list[Generation]]:
+        flat = [ids for ids in prompt_token_ids for _ in range(n)]  # prompt i's samples are contiguous
+        out: list[Generation] = []
+        was_training = self.model.training
+        self.model.eval()  # no dropout while sampling; lets the KV cache work with gradient checkpointing
+        try:
+            for start in range(0, len(flat), self.batch_size):
+                out.extend(self._generate_batch(flat[start : start + self.batch_size], params))
+        finally:
+            self.model.train(was_training)
+        return [out[i * n : (i + 1) * n] for i in range(len(prompt_token_ids))]
+
+    @torch.inference_mode()
+    def _generate_batch(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
+        from transformers import GenerationConfig
+
+        P = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), P), self.pad_id, dtype=torch.long)
+        attn = torch.zeros_like(ids)
+        for i, p in enumerate(prompts):  # left padding: every prompt ends at column P
+            ids[i, P - len(p) :] = torch.tensor(p, dtype=torch.long)
+            attn[i, P - len(p) :] = 1
+        greedy = params.temperature == 0
+        # A fresh config, and use_model_defaults=False, so a model's own generation defaults
+        # (do_sample, top_k, repetition penalty, ...) do not leak in.
+        config = GenerationConfig(
+            max_new_tokens=params.max_new_tokens,
+            do_sample=not greedy,
+            temperature=None if greedy else params.temperature,
+            top_p=None if greedy else params.top_p,
+            top_k=None if greedy else params.top_k,
+            eos_token_id=self.eos_ids,
+            pad_token_id=self.pad_id,
+            stop_strings=params.stop or None,
+            use_cache=True,
+        )
+        sequences = self.model.generate(
+            input_ids=ids.to(self.device),
+            attention_mask=attn.to(self.device),
+            generation_config=config,
+            use_model_defaults=False,
+            tokenizer=self.tokenizer if params.stop else None,
+        )
+        gens = [self._finish(row[P:].tolist(), params) for row in sequences.cpu()]
+        if params.logprobs:
+            self._attach_logprobs(prompts, gens, params.temperature)
+        return gens
+
+    def _finish(self, new_tokens: list[int], params: SamplingParams) -> Generation:
+        """Cut the padding after EOS and the text at a stop string; tell stop from length."""
+        tokens = new_tokens
+        finish = "length"
+        for i, tok in enumerate(new_tokens):
+            if tok in self.eos_ids:
+                tokens, finish = new_tokens[: i + 1], "stop"
+                break
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        hits = [(text.find(s), s) for s in params.stop if s and s in text]
+        if hits:
+            cut, stop = min(hits)  # the earliest stop string wins
+            tokens = self._tokens_through(tokens, stop)
+            text, finish = text[:cut], "stop"
+        if finish == "length" and len(tokens) < params.max_new_tokens:
+            finish = "stop"  # generate stopped early on a stop string it matched on tokens
+        return Generation(token_ids=tokens, text=text, logprobs=None, finish_reason=finish)
+
+    def _tokens_through(self, tokens: list[int], stop: str) -> list[int]:
+        """Shortest prefix of `tokens` whose text contains `stop` (the stop string's tokens stay,
+        as vLLM keeps them, so the policy learns to emit them)."""
+        for end in range(1, len(tokens) + 1):
+            if stop in self.tokenizer.decode(tokens[:end], skip_special_tokens=True):
+                return tokens[:end]
+        return tokens
+
+    def _attach_logprobs(self, prompts: list[list[int]], gens: list[Generation], temperature: float) -> None:
+        batch = TokenBatch.build(prompts, [g.token_ids for g in gens], pad_id=self.pad_id, device=self.device)
+        logp, _ = batched_logprobs(self.model, batch, micro_batch_size=self.batch_size, temperature=temperature)
+        for g, row in zip(gens, logp.cpu(), strict=True):
+            g.logprobs = row[: len(g.token_ids)].tolist()

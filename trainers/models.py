@@ -1,0 +1,111 @@
+"""Loading the policy (optionally with LoRA adapters) and the frozen reference model.
+
+Real loading code for any local folder or hub id in `save_pretrained` layout; tests use a
+tiny model built by `trainers.tiny`.
+"""
+
+from __future__ import annotations
+
+import copy
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from trainers.spec import ModelSpec
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def load_tokenizer(path: str, *, trust_remote_code: bool = False):
+    """The tokenizer, with a pad token (EOS when the model has none)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_causal_lm(path: str, spec: ModelSpec, device: torch.device | None = None):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=DTYPES[spec.dtype], trust_remote_code=spec.trust_remote_code
+    )
+    return model.to(device or default_device())
+
+
+def load_policy(spec: ModelSpec, device: torch.device | None = None, *, path: str | None = None):
+    """(model, tokenizer) ready to train: LoRA adapters when `spec.lora`, gradient checkpointing
+    when asked. `path` overrides `spec.path` (a checkpoint folder when resuming or evaluating)."""
+    path = path or spec.path
+    tokenizer = load_tokenizer(path, trust_remote_code=spec.trust_remote_code)
+    model = load_causal_lm(path, spec, device)
+    if spec.lora is not None:
+        model = _with_lora(model, spec, path)
+    if spec.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if spec.lora is not None:
+            model.enable_input_require_grads()  # frozen embeddings would cut the checkpointed graph
+    model.train()
+    return model, tokenizer
+
+
+def _with_lora(model, spec: ModelSpec, path: str):
+    """Fresh adapters, or the saved ones when `path` holds a peft checkpoint (adapter_config.json)."""
+    from pathlib import Path
+
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    if (Path(path) / "adapter_config.json").exists():
+        return PeftModel.from_pretrained(model, path, is_trainable=True)
+    lora = spec.lora
+    config = LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, config)
+
+
+@dataclass
+class Reference:
+    """The model KL is measured against. With LoRA it is the policy itself with its adapters
+    switched off, which costs no memory; otherwise a frozen model."""
+
+    model: Any
+    adapters_off: bool = False
+
+    def context(self) -> AbstractContextManager:
+        return self.model.disable_adapter() if self.adapters_off else nullcontext()
+
+
+def load_reference(spec: ModelSpec, policy, kl_beta: float, *, policy_is_initial: bool = True) -> Reference | None:
+    """None when kl_beta == 0 (no KL, so no second model in memory). `policy_is_initial=False`
+    (a resumed run) reloads the initial weights from `spec.path` instead of copying the policy."""
+    if kl_beta == 0:
+        return None
+    device = next(policy.parameters()).device
+    if spec.ref_path:
+        model = load_causal_lm(spec.ref_path, spec, device)
+    elif spec.lora is not None:
+        return Reference(policy, adapters_off=True)
+    elif policy_is_initial:
+        model = copy.deepcopy(policy)  # the initial policy, before any update
+    else:
+        model = load_causal_lm(spec.path, spec, device)
+    model.eval()
+    model.requires_grad_(False)
+    return Reference(model)
+
+
+def trainable_parameters(model) -> list[torch.nn.Parameter]:
+    return [p for p in model.parameters() if p.requires_grad]
