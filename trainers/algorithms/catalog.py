@@ -2,7 +2,7 @@
 
 This module imports without torch so the studio can render choices and validate
 configs. The registries themselves (`advantages.py`, `policy_losses.py`, ...) hold
-the functions; `tests/trainers/test_catalog.py` checks that both list the same names.
+the functions; `tests/trainers/algorithms/test_catalog.py` checks that both list the same names.
 """
 
 ADVANTAGE_ESTIMATORS: dict[str, str] = {

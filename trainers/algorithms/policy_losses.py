@@ -1,0 +1,209 @@
+"""Policy losses: per-token logprobs and advantages -> the scalar surrogate loss to minimise.
+
+Every entry of `POLICY_LOSSES` has the one signature (as verl's `core_algos`)::
+
+    fn(logp, old_logp, advantages, mask, *, clip_ratio_low, clip_ratio_high, dual_clip_c,
+       loss_agg_mode, loss_agg_norm, is_weights=None) -> PolicyLossOutput
+
+    logp        (B, T) float  log pi_theta of the sampled tokens (with gradient).
+    old_logp    (B, T) float  log pi_theta_old: the policy that sampled, as recomputed by the trainer.
+    advantages  (B, T) float  from `trainers.algorithms.advantages`.
+    mask        (B, T)        1 on tokens that count in the loss.
+    clip_ratio_low / clip_ratio_high   the ratio is clipped to [1 - low, 1 + high].
+    dual_clip_c   float | None  dual-clip bound for negative advantages (> 1); None disables.
+    loss_agg_mode, loss_agg_norm   passed to `aggregate_loss`.
+    is_weights  (B, T) float | None  truncated importance-sampling weights correcting for the
+                gap between the rollout engine's and the trainer's logprobs (e.g. vLLM);
+                multiplied into the per-token loss, never differentiated.
+
+Values at masked positions reach neither the loss nor its gradient. Diagnostics
+are computed under `no_grad` as token means over valid tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from trainers.algorithms.aggregation import aggregate_loss
+from trainers.algorithms.masked import masked_mean, zero_masked
+from trainers.algorithms.registry import Registry
+
+# exp() of a per-token log-ratio beyond +-20 overflows half precision and means the
+# sample is useless anyway (verl clamps at the same bound).
+LOG_RATIO_BOUND = 20.0
+# GSPO's sequence log-ratio is clamped above at 10 (verl `compute_policy_loss_gspo`).
+GSPO_LOG_RATIO_MAX = 10.0
+
+
+@dataclass(frozen=True)
+class PolicyLossOutput:
+    """The loss to backpropagate and its diagnostics (0-dim tensors; diagnostics detached).
+
+    clip_frac_low   fraction of valid tokens whose ratio was clipped at 1 - low (negative advantage)
+    clip_frac_high  fraction clipped at 1 + high (positive advantage)
+    dual_clip_frac  fraction held at the dual-clip bound c (negative advantage, ratio > c)
+    ppo_kl          approx KL(pi_old || pi_theta) = mean(old_logp - logp) (k1)
+    ratio_mean      mean importance ratio pi_theta / pi_old
+    """
+
+    loss: Tensor
+    clip_frac_low: Tensor
+    clip_frac_high: Tensor
+    dual_clip_frac: Tensor
+    ppo_kl: Tensor
+    ratio_mean: Tensor
+
+    def metrics(self) -> dict[str, float]:
+        """Floats under the `actor/` metric keys (one host sync)."""
+        values = torch.stack(
+            [
+                self.loss.detach(),
+                self.clip_frac_low,
+                self.clip_frac_high,
+                self.dual_clip_frac,
+                self.ppo_kl,
+                self.ratio_mean,
+            ]
+        ).tolist()
+        keys = ["pg_loss", "clip_frac_low", "clip_frac_high", "dual_clip_frac", "ppo_kl", "ratio_mean"]
+        return {f"actor/{key}": value for key, value in zip(keys, values, strict=True)}
+
+
+PolicyLossFn = Callable[..., PolicyLossOutput]
+
+POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss")
+
+
+def _clipped_diagnostics(
+    ratio: Tensor, advantages: Tensor, mask: Tensor, low: float, high: float
+) -> tuple[Tensor, Tensor]:
+    """(clip_frac_low, clip_frac_high): tokens where the clipped term is the one in force."""
+    with torch.no_grad():
+        clipped_low = (ratio < 1 - low) & (advantages < 0)
+        clipped_high = (ratio > 1 + high) & (advantages > 0)
+        return masked_mean(clipped_low.float(), mask), masked_mean(clipped_high.float(), mask)
+
+
+def _ratio_diagnostics(log_ratio: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """(ppo_kl, ratio_mean) of a per-token log-ratio log pi_theta - log pi_old."""
+    with torch.no_grad():
+        return masked_mean(-log_ratio, mask), masked_mean(log_ratio.exp(), mask)
+
+
+def _weighted(pg_loss: Tensor, is_weights: Tensor | None, mask: Tensor) -> Tensor:
+    """The per-token loss times the (detached) importance-sampling weights, if any."""
+    if is_weights is None:
+        return pg_loss
+    return pg_loss * zero_masked(is_weights.detach(), mask)
+
+
+@POLICY_LOSSES.register("ppo_clip")
+def ppo_clip_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
+    dual_clip_c: float | None,
+    loss_agg_mode: str,
+    loss_agg_norm: int | None,
+    is_weights: Tensor | None = None,
+) -> PolicyLossOutput:
+    """PPO clipped surrogate, per token: max(-A * ratio, -A * clip(ratio, 1 - low, 1 + high)).
+
+    PPO (arXiv:1707.06347, eq. 7) with decoupled bounds, "clip-higher" (DAPO,
+    arXiv:2503.14476, section 3.1). With `dual_clip_c`, the loss of a negative-advantage
+    token is also capped at -A * c, so a huge ratio cannot blow it up (Dual-clip PPO,
+    arXiv:1912.09729, eq. 5; as verl's `clip_ratio_c`).
+    """
+    advantages = zero_masked(advantages, mask)  # (B, T)
+    log_ratio = zero_masked(logp - old_logp, mask).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)  # (B, T)
+    ratio = log_ratio.exp()
+    pg_loss_unclipped = -advantages * ratio
+    pg_loss_clipped = -advantages * ratio.clamp(1 - clip_ratio_low, 1 + clip_ratio_high)
+    pg_loss = torch.maximum(pg_loss_unclipped, pg_loss_clipped)  # (B, T)
+    dual_clip_frac = torch.zeros((), device=logp.device)
+    if dual_clip_c is not None:
+        pg_loss_dual = -advantages * dual_clip_c
+        pg_loss = torch.where(advantages < 0, torch.minimum(pg_loss, pg_loss_dual), pg_loss)
+        with torch.no_grad():
+            dual_clip_frac = masked_mean(((advantages < 0) & (ratio > dual_clip_c)).float(), mask)
+    loss = aggregate_loss(_weighted(pg_loss, is_weights, mask), mask, loss_agg_mode, loss_agg_norm)
+    clip_frac_low, clip_frac_high = _clipped_diagnostics(ratio, advantages, mask, clip_ratio_low, clip_ratio_high)
+    return PolicyLossOutput(loss, clip_frac_low, clip_frac_high, dual_clip_frac, *_ratio_diagnostics(log_ratio, mask))
+
+
+@POLICY_LOSSES.register("gspo")
+def gspo_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
+    dual_clip_c: float | None,
+    loss_agg_mode: str,
+    loss_agg_norm: int | None,
+    is_weights: Tensor | None = None,
+) -> PolicyLossOutput:
+    """GSPO: the PPO clip applied to one length-normalised ratio per sequence.
+
+    s_i = exp(mean_t(logp - old_logp)) = (pi_theta(y_i) / pi_old(y_i))^(1/|y_i|), used in the
+    token-level form s_i,t = sg[s_i] * pi_theta(y_i,t) / sg[pi_theta(y_i,t)] (GSPO,
+    arXiv:2507.18071, eqs. 5-7 and 10-11; as verl's `compute_policy_loss_gspo`): every token
+    of a sequence has the value s_i and, with per-sequence advantages and seq-mean-token-mean
+    aggregation (the paper's objective and the preset), the gradient of sequence-level GSPO.
+    Unlike verl, `loss_agg_mode` is honoured rather than forced. `dual_clip_c` is not used:
+    the paper's clip range is already tight (3e-4 / 4e-4).
+    """
+    advantages = zero_masked(advantages, mask)  # (B, T)
+    log_ratio = zero_masked(logp - old_logp, mask)  # (B, T)
+    seq_log_ratio = masked_mean(log_ratio, mask, dim=-1)  # (B,) log s_i
+    logp_valid = zero_masked(logp, mask)
+    log_seq_ratio = logp_valid - logp_valid.detach() + seq_log_ratio.detach().unsqueeze(-1)  # (B, T) log s_i,t
+    seq_ratio = zero_masked(log_seq_ratio.clamp(max=GSPO_LOG_RATIO_MAX).exp(), mask)
+    pg_loss_unclipped = -advantages * seq_ratio
+    pg_loss_clipped = -advantages * seq_ratio.clamp(1 - clip_ratio_low, 1 + clip_ratio_high)
+    pg_loss = torch.maximum(pg_loss_unclipped, pg_loss_clipped)  # (B, T)
+    loss = aggregate_loss(_weighted(pg_loss, is_weights, mask), mask, loss_agg_mode, loss_agg_norm)
+    clip_frac_low, clip_frac_high = _clipped_diagnostics(seq_ratio, advantages, mask, clip_ratio_low, clip_ratio_high)
+    ppo_kl, _ = _ratio_diagnostics(log_ratio, mask)
+    with torch.no_grad():
+        ratio_mean = masked_mean(seq_ratio, mask)
+    return PolicyLossOutput(
+        loss, clip_frac_low, clip_frac_high, torch.zeros((), device=logp.device), ppo_kl, ratio_mean
+    )
+
+
+@POLICY_LOSSES.register("vanilla_pg")
+def vanilla_pg_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
+    dual_clip_c: float | None,
+    loss_agg_mode: str,
+    loss_agg_norm: int | None,
+    is_weights: Tensor | None = None,
+) -> PolicyLossOutput:
+    """REINFORCE: -A * log pi_theta per token, no ratio, no clip (Williams 1992).
+
+    On-policy its gradient equals PPO's; it is the plain reference the others are checked
+    against. `old_logp` only feeds the diagnostics; the clip settings are not used.
+    """
+    advantages = zero_masked(advantages, mask)  # (B, T)
+    pg_loss = -advantages * zero_masked(logp, mask)  # (B, T)
+    loss = aggregate_loss(_weighted(pg_loss, is_weights, mask), mask, loss_agg_mode, loss_agg_norm)
+    log_ratio = zero_masked(logp - old_logp, mask).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
+    zero = torch.zeros((), device=logp.device)
+    return PolicyLossOutput(loss, zero, zero, zero, *_ratio_diagnostics(log_ratio, mask))
