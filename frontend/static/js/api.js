@@ -1,0 +1,93 @@
+// Small fetch wrapper shared by the run page modules.
+// Every call carries the CSRF token (session auth) and, on a share page, the share token,
+// so the server can authorise a read-only visitor without a session.
+
+function cookie(name) {
+  const m = document.cookie.match(new RegExp("(?:^|; )" + name + "=([^;]*)"));
+  return m ? decodeURIComponent(m[1]) : "";
+}
+
+export class Api {
+  constructor({ shareToken = null } = {}) {
+    this.shareToken = shareToken;
+  }
+
+  url(path, params = {}) {
+    const u = new URL(path, window.location.origin);
+    for (const [k, v] of Object.entries(params)) {
+      if (v !== undefined && v !== null && v !== "") u.searchParams.set(k, v);
+    }
+    if (this.shareToken) u.searchParams.set("share", this.shareToken);
+    return u.toString();
+  }
+
+  async request(method, path, { params = {}, body = undefined, signal = undefined } = {}) {
+    const headers = { Accept: "application/json" };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (method !== "GET") headers["X-CSRFToken"] = cookie("csrftoken");
+    const resp = await fetch(this.url(path, params), {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: "same-origin",
+      signal,
+    });
+    if (!resp.ok) {
+      let detail = resp.statusText;
+      try {
+        const data = await resp.json();
+        detail = data.detail || JSON.stringify(data);
+      } catch (_) {
+        /* not JSON: keep the status text */
+      }
+      const err = new Error(`${method} ${path}: ${resp.status} ${detail}`);
+      err.status = resp.status;
+      throw err;
+    }
+    return resp.status === 204 ? null : resp.json();
+  }
+
+  get(path, params, signal) {
+    return this.request("GET", path, { params, signal });
+  }
+  post(path, body) {
+    return this.request("POST", path, { body });
+  }
+  del(path) {
+    return this.request("DELETE", path);
+  }
+}
+
+// Escape text for innerHTML. Completions are model output: never trust them as markup.
+export function esc(value) {
+  return String(value ?? "")
+    .replaceAll("&", "&amp;")
+    .replaceAll("<", "&lt;")
+    .replaceAll(">", "&gt;")
+    .replaceAll('"', "&quot;")
+    .replaceAll("'", "&#39;");
+}
+
+export function fmt(value, digits = 4) {
+  if (value === null || value === undefined || Number.isNaN(value)) return "–";
+  if (typeof value !== "number") return String(value);
+  if (Number.isInteger(value)) return value.toLocaleString("en-US");
+  const abs = Math.abs(value);
+  if (abs !== 0 && (abs < 1e-3 || abs >= 1e5)) return value.toExponential(2);
+  return value.toPrecision(digits).replace(/\.?0+$/, "");
+}
+
+export function duration(seconds) {
+  if (!Number.isFinite(seconds) || seconds < 0) return "–";
+  const s = Math.round(seconds);
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  if (h) return `${h}h ${String(m).padStart(2, "0")}m`;
+  if (m) return `${m}m ${String(s % 60).padStart(2, "0")}s`;
+  return `${s}s`;
+}
+
+export function readConfig(id) {
+  const el = document.getElementById(id);
+  return el ? JSON.parse(el.textContent) : {};
+}

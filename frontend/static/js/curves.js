@@ -1,0 +1,353 @@
+// Live training curves with plotly.js.
+//
+// The server sends each curve downsampled to about `points` buckets (mean x, mean y, and
+// the min/max of the bucket so a one-step spike still shows as a band). Live metric events
+// are appended with Plotly.extendTraces, so a chart grows in place without a redraw.
+// One CurveBoard draws one run (the run page) or several overlaid (the compare page).
+
+import { esc, fmt } from "./api.js";
+import { chartColors } from "./theme.js";
+
+const POINTS = 1000;
+
+// Panels in the order the run page shows them. A metric key lands in the first panel whose
+// `match` accepts it; keys nobody claims get a panel per namespace ("custom/...").
+export const PANELS = [
+  { id: "reward", title: "Reward", match: (k) => k === "reward/mean" || k === "reward/std" },
+  { id: "criteria", title: "Reward per criterion", match: (k) => /^reward\/[^/]+\/mean$/.test(k) },
+  { id: "kl", title: "KL to reference", match: (k) => k === "actor/kl" },
+  { id: "entropy", title: "Entropy", match: (k) => k === "actor/entropy" },
+  { id: "clip", title: "Clip fraction", match: (k) => k.startsWith("actor/clip_frac") },
+  { id: "length", title: "Response length (tokens)", match: (k) => /^response\/length_(mean|max)$/.test(k) },
+  { id: "truncated", title: "Truncated fraction", match: (k) => k === "response/truncated_frac" },
+  { id: "advantage", title: "Advantage", match: (k) => k.startsWith("advantage/") },
+  { id: "loss", title: "Policy loss", match: (k) => k === "actor/loss" },
+  { id: "grad_norm", title: "Grad norm", match: (k) => k === "actor/grad_norm" },
+  { id: "lr", title: "Learning rate", match: (k) => k === "actor/lr" },
+  { id: "tokens", title: "Tokens / s", match: (k) => k === "perf/tokens_per_s" },
+  {
+    id: "timing",
+    title: "Time per step: generate / score / train (s)",
+    match: (k) => /^timing\/(generate|score|train)_s$/.test(k),
+    stacked: true,
+  },
+  { id: "reward_other", title: "Reward diagnostics", match: (k) => k.startsWith("reward/") },
+  { id: "timing_other", title: "Timing (s)", match: (k) => k.startsWith("timing/") },
+];
+
+export function panelFor(key) {
+  const known = PANELS.find((p) => p.match(key));
+  if (known) return known;
+  const ns = key.includes("/") ? key.split("/")[0] : "other";
+  return { id: `ns-${ns}`, title: ns, match: (k) => k.startsWith(`${ns}/`) };
+}
+
+// Debiased exponential moving average (as TensorBoard does), with its running state so
+// live points continue the same smoothed line.
+export class Ema {
+  constructor(alpha) {
+    this.alpha = alpha;
+    this.last = 0;
+    this.weight = 0;
+  }
+  push(v) {
+    if (this.alpha <= 0) return v;
+    this.last = this.last * this.alpha + (1 - this.alpha) * v;
+    this.weight = this.weight * this.alpha + (1 - this.alpha);
+    return this.last / this.weight;
+  }
+}
+
+// Plotly shows dates as naive UTC; shift by the browser's offset so the axis reads local time.
+const TZ_MS = new Date().getTimezoneOffset() * 60000;
+const toAxis = (x, mode) => (mode === "time" ? x * 1000 - TZ_MS : x);
+function fromAxis(v, mode) {
+  if (mode !== "time") return Number(v);
+  const ms = typeof v === "number" ? v : Date.parse(String(v).replace(" ", "T") + "Z");
+  return (ms + TZ_MS) / 1000;
+}
+
+function hoverText(raw, lo, hi, smoothed) {
+  let text = fmt(raw, 5);
+  if (lo !== hi) text += ` [min ${fmt(lo)}, max ${fmt(hi)}]`;
+  if (smoothed !== raw) text += ` · smoothed ${fmt(smoothed)}`;
+  return text;
+}
+
+function withAlpha(color, alpha) {
+  const hex = color.replace("#", "");
+  if (hex.length !== 6) return color;
+  const n = parseInt(hex, 16);
+  return `rgba(${n >> 16}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`;
+}
+
+export class CurveBoard {
+  /**
+   * @param container element that receives one .chart-panel per group of keys
+   * @param api       Api instance
+   * @param sources   [{runId, label}]: one for the run page, several on the compare page
+   * @param onCursor  called with the cursor of the first source's response
+   */
+  constructor(container, { api, sources, onCursor = () => {} }) {
+    this.container = container;
+    this.api = api;
+    this.sources = sources;
+    this.onCursor = onCursor;
+    this.xMode = "step";
+    this.smoothing = 0;
+    this.logY = false;
+    this.range = null; // [start, end] in x units while zoomed
+    this.data = new Map(); // `${runId}|${key}` -> {x, y, lo, hi}
+    this.keys = new Set();
+    this.panels = new Map(); // panel id -> {def, el, chart, traces: [[runId, key]], emas}
+    this.pending = [];
+    this.syncing = false;
+    this.abort = null;
+    window.addEventListener("themechange", () => this.redrawAll());
+  }
+
+  async load() {
+    if (this.abort) this.abort.abort();
+    this.abort = new AbortController();
+    const params = { x: this.xMode, points: POINTS };
+    if (this.range) [params.start, params.end] = this.range;
+    const responses = await Promise.all(
+      this.sources.map((s) => this.api.get(`/api/runs/${s.runId}/metrics/`, params, this.abort.signal)),
+    );
+    responses.forEach((resp, i) => {
+      const runId = this.sources[i].runId;
+      for (const key of resp.keys) this.keys.add(key);
+      for (const [key, s] of Object.entries(resp.series)) {
+        this.data.set(`${runId}|${key}`, { x: s.x, y: s.y, lo: s.y_min, hi: s.y_max });
+      }
+    });
+    this.onCursor(responses[0]?.cursor ?? 0);
+    this.redrawAll();
+    return responses[0]?.cursor ?? 0;
+  }
+
+  setSmoothing(alpha) {
+    this.smoothing = alpha;
+    this.redrawAll();
+  }
+
+  setLog(on) {
+    this.logY = on;
+    for (const p of this.panels.values()) Plotly.relayout(p.chart, { "yaxis.type": on ? "log" : "linear" });
+  }
+
+  async setXMode(mode) {
+    this.xMode = mode;
+    this.range = null;
+    this.data.clear();
+    await this.load();
+  }
+
+  groups() {
+    const groups = new Map();
+    for (const key of [...this.keys].sort()) {
+      const def = panelFor(key);
+      if (!groups.has(def.id)) groups.set(def.id, { def, keys: [] });
+      groups.get(def.id).keys.push(key);
+    }
+    const order = (id) => {
+      const i = PANELS.findIndex((p) => p.id === id);
+      return i < 0 ? PANELS.length : i;
+    };
+    return [...groups.values()].sort((a, b) => order(a.def.id) - order(b.def.id) || a.def.id.localeCompare(b.def.id));
+  }
+
+  panelElement(def) {
+    let entry = this.panels.get(def.id);
+    if (entry) return entry;
+    const el = document.createElement("section");
+    el.className = "chart-panel";
+    el.dataset.panel = def.id;
+    el.innerHTML = `<header><h3>${esc(def.title)}</h3><span class="latest"></span></header><div class="chart"></div>`;
+    this.container.appendChild(el);
+    entry = { def, el, chart: el.querySelector(".chart"), traces: [], emas: [] };
+    this.panels.set(def.id, entry);
+    const chart = entry.chart;
+    // plotly attaches .on() to the div after the first plot; register once it exists.
+    entry.bind = () => {
+      chart.on("plotly_relayout", (ev) => this.onRelayout(ev));
+      entry.bind = () => {};
+    };
+    return entry;
+  }
+
+  traceSet(panel, runId, key, colorIndex, dashIndex) {
+    const colors = chartColors();
+    const color = colors.series[colorIndex % colors.series.length];
+    const d = this.data.get(`${runId}|${key}`) || { x: [], y: [], lo: [], hi: [] };
+    const ema = new Ema(this.smoothing);
+    const smooth = d.y.map((v) => ema.push(v));
+    const x = d.x.map((v) => toAxis(v, this.xMode));
+    const source = this.sources.find((s) => s.runId === runId);
+    const name = this.sources.length > 1 ? `${source.label} · ${key}` : key;
+    const band = { x, mode: "lines", line: { width: 0, color }, hoverinfo: "skip", showlegend: false };
+    const stacked = panel.def.stacked && this.sources.length === 1;
+    return {
+      ema,
+      traces: [
+        { ...band, y: d.lo, visible: !stacked },
+        { ...band, y: d.hi, fill: "tonexty", fillcolor: withAlpha(color, 0.18), visible: !stacked },
+        {
+          x,
+          y: smooth,
+          name,
+          mode: "lines",
+          line: { color, width: 1.8, dash: ["solid", "dot", "dash", "dashdot"][dashIndex % 4] },
+          text: d.y.map((v, i) => hoverText(v, d.lo[i], d.hi[i], smooth[i])),
+          hovertemplate: `${esc(name)}: %{text}<extra></extra>`,
+          ...(stacked ? { stackgroup: "time", line: { color, width: 1 } } : {}),
+        },
+      ],
+    };
+  }
+
+  layout(panel) {
+    const c = chartColors();
+    const axis = { gridcolor: c.grid, zerolinecolor: c.grid, linecolor: c.grid, tickfont: { color: c.muted }, automargin: true };
+    const layout = {
+      margin: { l: 48, r: 12, t: 8, b: 32 },
+      paper_bgcolor: "rgba(0,0,0,0)",
+      plot_bgcolor: "rgba(0,0,0,0)",
+      font: { color: c.text, size: 11 },
+      hovermode: "x unified",
+      hoverlabel: { bgcolor: c.panel, font: { color: c.text } },
+      showlegend: true,
+      legend: { orientation: "h", y: -0.22, font: { size: 10, color: c.muted } },
+      xaxis: { ...axis, type: this.xMode === "time" ? "date" : "linear", title: { text: "" } },
+      yaxis: { ...axis, type: this.logY ? "log" : "linear" },
+      uirevision: `${this.xMode}`,
+    };
+    if (this.range) {
+      layout.xaxis.range = this.range.map((v) => toAxis(v, this.xMode));
+      layout.xaxis.autorange = false;
+    }
+    return layout;
+  }
+
+  drawPanel(def, keys) {
+    const panel = this.panelElement(def);
+    panel.traces = [];
+    panel.emas = [];
+    const traces = [];
+    const overlay = this.sources.length > 1;
+    this.sources.forEach((source, s) => {
+      keys.forEach((key, i) => {
+        // one run: a colour per key; several runs: a colour per run, a dash per key
+        const set = this.traceSet(panel, source.runId, key, overlay ? s : i, overlay ? i : 0);
+        panel.traces.push([source.runId, key]);
+        panel.emas.push(set.ema);
+        traces.push(...set.traces);
+      });
+    });
+    Plotly.react(panel.chart, traces, this.layout(panel), {
+      responsive: true,
+      displaylogo: false,
+      modeBarButtonsToRemove: ["lasso2d", "select2d", "autoScale2d", "toggleSpikelines"],
+    });
+    panel.bind();
+    this.showLatest(panel);
+  }
+
+  redrawAll() {
+    for (const { def, keys } of this.groups()) this.drawPanel(def, keys);
+  }
+
+  showLatest(panel) {
+    if (this.sources.length !== 1) return;
+    const [runId, key] = panel.traces[0] || [];
+    const d = this.data.get(`${runId}|${key}`);
+    const label = panel.el.querySelector(".latest");
+    label.textContent = d && d.y.length ? `${key.split("/").pop()} ${fmt(d.y[d.y.length - 1])}` : "";
+  }
+
+  // Live metrics for the first source; batched per animation frame so a replay burst
+  // turns into one extendTraces call per panel.
+  push(step, time, values) {
+    this.pending.push({ step, time, values });
+    if (this.pending.length === 1) requestAnimationFrame(() => this.flush());
+  }
+
+  flush() {
+    const batch = this.pending;
+    this.pending = [];
+    const runId = this.sources[0].runId;
+    let newKeys = false;
+    for (const { step, time, values } of batch) {
+      const x = this.xMode === "time" ? time : step;
+      for (const [key, value] of Object.entries(values)) {
+        if (typeof value !== "number" || !Number.isFinite(value)) continue;
+        const id = `${runId}|${key}`;
+        if (!this.data.has(id)) this.data.set(id, { x: [], y: [], lo: [], hi: [] });
+        const d = this.data.get(id);
+        d.x.push(x);
+        d.y.push(value);
+        d.lo.push(value);
+        d.hi.push(value);
+        if (!this.keys.has(key)) {
+          this.keys.add(key);
+          newKeys = true;
+        }
+      }
+    }
+    if (newKeys) {
+      this.redrawAll();
+      return;
+    }
+    for (const panel of this.panels.values()) this.extendPanel(panel, batch, runId);
+  }
+
+  extendPanel(panel, batch, runId) {
+    const update = { x: [], y: [], text: [] };
+    const indices = [];
+    panel.traces.forEach(([rid, key], t) => {
+      if (rid !== runId) return;
+      const xs = [];
+      const ys = [];
+      const texts = [];
+      for (const { step, time, values } of batch) {
+        const v = values[key];
+        if (typeof v !== "number" || !Number.isFinite(v)) continue;
+        const s = panel.emas[t].push(v);
+        xs.push(toAxis(this.xMode === "time" ? time : step, this.xMode));
+        ys.push({ raw: v, smooth: s });
+        texts.push(hoverText(v, v, v, s));
+      }
+      if (!xs.length) return;
+      // three traces per key: band low, band high, line
+      const base = t * 3;
+      indices.push(base, base + 1, base + 2);
+      update.x.push(xs, xs, xs);
+      update.y.push(
+        ys.map((p) => p.raw),
+        ys.map((p) => p.raw),
+        ys.map((p) => p.smooth),
+      );
+      update.text.push(texts, texts, texts);
+    });
+    if (!indices.length) return;
+    Plotly.extendTraces(panel.chart, update, indices);
+    this.showLatest(panel);
+  }
+
+  onRelayout(ev) {
+    if (this.syncing) return;
+    let range = null;
+    if (ev["xaxis.range[0]"] !== undefined) range = [ev["xaxis.range[0]"], ev["xaxis.range[1]"]];
+    else if (Array.isArray(ev["xaxis.range"])) range = ev["xaxis.range"];
+    else if (!ev["xaxis.autorange"]) return;
+    this.range = range ? range.map((v) => fromAxis(v, this.xMode)) : null;
+    // Zoom one chart, zoom them all; then fetch the detail of the new window.
+    this.syncing = true;
+    const update = range ? { "xaxis.range": range, "xaxis.autorange": false } : { "xaxis.autorange": true };
+    Promise.all([...this.panels.values()].map((p) => Plotly.relayout(p.chart, update))).finally(() => {
+      this.syncing = false;
+    });
+    clearTimeout(this.zoomTimer);
+    this.zoomTimer = setTimeout(() => this.load().catch((e) => e.name !== "AbortError" && console.error(e)), 150);
+  }
+}

@@ -1,0 +1,312 @@
+// Rollout inspector: a filtered, keyset-paginated list of a run's rollouts that grows as
+// new ones arrive on the websocket, and a detail view (prompt, completion, per-criterion
+// scores, the other completions of the same group side by side, notes).
+// Keyboard: j / ArrowDown next, k / ArrowUp previous, Enter open, Esc close.
+
+import { esc, fmt } from "./api.js";
+
+const PAGE = 50;
+const FILTERS = ["step_min", "step_max", "reward_min", "reward_max", "criterion", "score_min", "score_max", "finish_reason", "q", "order"];
+
+function renderText(value) {
+  if (Array.isArray(value)) {
+    return value
+      .map((turn) => `<div class="turn role-${esc(turn.role)}"><span class="role">${esc(turn.role)}</span><pre>${esc(turn.content)}</pre></div>`)
+      .join("");
+  }
+  return `<pre>${esc(value)}</pre>`;
+}
+
+function rewardClass(r) {
+  if (r === null || r === undefined) return "";
+  return r > 0 ? "pos" : r < 0 ? "neg" : "zero";
+}
+
+export class Inspector {
+  /**
+   * @param root      element holding the filter form (.filters), list (.rollout-list) and detail (.rollout-detail)
+   * @param notes     NotesClient used for the rollout's notes (may be null on read-only pages)
+   */
+  constructor(root, { api, runId, criteria = [], notes = null, canNote = false }) {
+    this.root = root;
+    this.api = api;
+    this.runId = runId;
+    this.notes = notes;
+    this.canNote = canNote;
+    this.criteria = new Set(criteria);
+    this.form = root.querySelector("form.filters");
+    this.tbody = root.querySelector(".rollout-list tbody");
+    this.detail = root.querySelector(".rollout-detail");
+    this.more = root.querySelector("[data-load-more]");
+    this.banner = root.querySelector("[data-new-banner]");
+    this.count = root.querySelector("[data-count]");
+    this.items = [];
+    this.selected = -1;
+    this.openId = null;
+    this.nextCursor = null;
+    this.unseen = 0;
+    this.loading = null;
+    this.fillCriteria();
+    this.bind();
+  }
+
+  bind() {
+    let timer = null;
+    this.form.addEventListener("input", () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => this.reload(), 250);
+    });
+    this.form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      this.reload();
+    });
+    this.form.addEventListener("reset", () => setTimeout(() => this.reload(), 0));
+    this.more.addEventListener("click", () => this.loadMore());
+    this.banner.addEventListener("click", () => this.reload());
+    this.tbody.addEventListener("click", (ev) => {
+      const row = ev.target.closest("tr[data-index]");
+      if (row) this.select(Number(row.dataset.index), true);
+    });
+    this.detail.addEventListener("click", (ev) => {
+      if (ev.target.closest("[data-close]")) this.close();
+      const sibling = ev.target.closest("[data-open-rollout]");
+      if (sibling) this.open(Number(sibling.dataset.openRollout));
+    });
+    document.addEventListener("keydown", (ev) => this.onKey(ev));
+  }
+
+  onKey(ev) {
+    const tag = (ev.target.tagName || "").toLowerCase();
+    if (["input", "textarea", "select"].includes(tag) || ev.metaKey || ev.ctrlKey || ev.altKey) return;
+    if (ev.key === "j" || ev.key === "ArrowDown") this.move(1, ev);
+    else if (ev.key === "k" || ev.key === "ArrowUp") this.move(-1, ev);
+    else if (ev.key === "Enter" && this.selected >= 0) {
+      ev.preventDefault();
+      this.select(this.selected, true);
+    } else if (ev.key === "Escape" && this.openId !== null) {
+      ev.preventDefault();
+      this.close();
+    }
+  }
+
+  move(delta, ev) {
+    if (!this.items.length) return;
+    ev.preventDefault();
+    const next = Math.max(0, Math.min(this.items.length - 1, this.selected + delta));
+    // While the detail is open, moving also opens the next rollout: read them one after another.
+    this.select(next, this.openId !== null);
+    if (next >= this.items.length - 5 && this.nextCursor) this.loadMore();
+  }
+
+  params() {
+    const data = new FormData(this.form);
+    const params = {};
+    for (const name of FILTERS) {
+      const v = (data.get(name) || "").toString().trim();
+      if (v) params[name] = v;
+    }
+    if (!params.criterion) {
+      delete params.score_min;
+      delete params.score_max;
+    }
+    return params;
+  }
+
+  fillCriteria() {
+    const select = this.form.elements.criterion;
+    const have = new Set([...select.options].map((o) => o.value));
+    for (const name of [...this.criteria].sort()) {
+      if (have.has(name)) continue;
+      const opt = document.createElement("option");
+      opt.value = opt.textContent = name;
+      select.appendChild(opt);
+    }
+  }
+
+  async reload() {
+    this.items = [];
+    this.selected = -1;
+    this.nextCursor = null;
+    this.unseen = 0;
+    this.banner.hidden = true;
+    this.tbody.innerHTML = "";
+    await this.loadMore(true);
+  }
+
+  async loadMore(first = false) {
+    if (this.loading) return this.loading;
+    if (!first && !this.nextCursor) return;
+    const params = { ...this.params(), limit: PAGE };
+    if (!first) params.cursor = this.nextCursor;
+    this.root.classList.add("is-loading");
+    this.loading = this.api
+      .get(`/api/runs/${this.runId}/rollouts/`, params)
+      .then((page) => {
+        this.nextCursor = page.next_cursor || null;
+        this.append(page.results, false);
+      })
+      .catch((err) => {
+        this.tbody.insertAdjacentHTML("beforeend", `<tr class="error"><td colspan="8">${esc(err.message)}</td></tr>`);
+      })
+      .finally(() => {
+        this.loading = null;
+        this.root.classList.remove("is-loading");
+        this.more.hidden = !this.nextCursor;
+      });
+    return this.loading;
+  }
+
+  append(items, atTop) {
+    for (const it of items) for (const c of Object.keys(it.scores || {})) this.criteria.add(c);
+    this.fillCriteria();
+    if (atTop) {
+      this.items = [...items, ...this.items];
+      if (this.selected >= 0) this.selected += items.length;
+    } else {
+      this.items.push(...items);
+    }
+    this.renderRows();
+  }
+
+  renderRows() {
+    this.tbody.innerHTML = this.items
+      .map((it, i) => {
+        const scores = Object.entries(it.scores || {})
+          .map(([c, s]) => `<span class="chip" title="${esc(c)}">${esc(c)} ${fmt(s, 3)}</span>`)
+          .join("");
+        return `<tr data-index="${i}" data-rollout-id="${it.id}" class="${i === this.selected ? "selected" : ""} ${it._new ? "is-new" : ""}">
+          <td class="num">${it.step}</td>
+          <td class="mono">${esc(it.prompt_id)}<span class="muted">#${it.sample_index}</span></td>
+          <td class="num reward ${rewardClass(it.reward)}">${fmt(it.reward, 3)}</td>
+          <td class="num">${fmt(it.advantage, 3)}</td>
+          <td class="num">${it.num_tokens}</td>
+          <td><span class="finish finish-${esc(it.finish_reason)}">${esc(it.finish_reason)}</span></td>
+          <td class="scores">${scores}</td>
+          <td class="preview">${esc(it.preview)}</td>
+        </tr>`;
+      })
+      .join("");
+    this.count.textContent = `${this.items.length}${this.nextCursor ? "+" : ""} shown`;
+  }
+
+  // New rollouts from the websocket. They go straight to the top when the list is sorted
+  // newest first and they pass the filters; otherwise a banner offers a refresh.
+  onLive(items) {
+    const params = this.params();
+    const newestFirst = !params.order || params.order === "-step";
+    const fits = items.filter((it) => this.matches(it, params));
+    if (!fits.length) return;
+    if (newestFirst && !params.q) {
+      for (const it of fits) it._new = true;
+      this.append(fits.reverse(), true);
+      setTimeout(() => {
+        for (const it of fits) delete it._new;
+      }, 1500);
+    } else {
+      this.unseen += fits.length;
+      this.banner.textContent = `${this.unseen} new rollouts match: show them`;
+      this.banner.hidden = false;
+    }
+  }
+
+  matches(it, p) {
+    const num = (v) => (v === undefined ? null : Number(v));
+    const within = (v, lo, hi) => (lo === null || v >= lo) && (hi === null || v <= hi);
+    if (!within(it.step, num(p.step_min), num(p.step_max))) return false;
+    if (!within(it.reward, num(p.reward_min), num(p.reward_max))) return false;
+    if (p.finish_reason && it.finish_reason !== p.finish_reason) return false;
+    if (p.criterion) {
+      const s = (it.scores || {})[p.criterion];
+      if (s === undefined || !within(s, num(p.score_min), num(p.score_max))) return false;
+    }
+    return true;
+  }
+
+  select(index, open) {
+    this.selected = index;
+    for (const row of this.tbody.querySelectorAll("tr.selected")) row.classList.remove("selected");
+    const row = this.tbody.querySelector(`tr[data-index="${index}"]`);
+    if (row) {
+      row.classList.add("selected");
+      row.scrollIntoView({ block: "nearest" });
+    }
+    if (open) this.open(this.items[index].id);
+  }
+
+  async open(rolloutId) {
+    this.openId = rolloutId;
+    this.root.classList.add("has-detail");
+    this.detail.hidden = false;
+    this.detail.innerHTML = `<div class="detail-loading">Loading rollout ${rolloutId}…</div>`;
+    let r;
+    try {
+      r = await this.api.get(`/api/runs/${this.runId}/rollouts/${rolloutId}/`);
+    } catch (err) {
+      this.detail.innerHTML = `<div class="error">${esc(err.message)}</div>`;
+      return;
+    }
+    if (this.openId !== rolloutId) return; // the user moved on while it loaded
+    this.renderDetail(r);
+  }
+
+  close() {
+    this.openId = null;
+    this.detail.hidden = true;
+    this.root.classList.remove("has-detail");
+    const row = this.tbody.querySelector("tr.selected");
+    if (row) row.focus?.();
+  }
+
+  renderDetail(r) {
+    const criteria = Object.entries(r.scores || {})
+      .map(([name, s]) => {
+        const score = typeof s === "object" && s !== null ? s : { score: s };
+        return `<tr><th>${esc(name)}</th><td class="num ${rewardClass(score.score)}">${fmt(score.score, 4)}</td>
+          <td>${score.error ? `<span class="error">${esc(score.error)}</span>` : esc(score.explanation || "")}</td></tr>`;
+      })
+      .join("");
+    const group = [...(r.group || [])].sort((a, b) => a.sample_index - b.sample_index);
+    const siblings = group
+      .map(
+        (g) => `<article class="sibling ${g.id === r.id ? "current" : ""}" data-open-rollout="${g.id}" title="Open this completion">
+          <header><span class="mono">#${g.sample_index}</span>
+            <span class="reward ${rewardClass(g.reward)}">${fmt(g.reward, 3)}</span>
+            <span class="muted">adv ${fmt(g.advantage, 3)} · ${g.num_tokens} tok · ${esc(g.finish_reason)}</span></header>
+          ${renderText(g.completion ?? g.preview)}
+        </article>`,
+      )
+      .join("");
+    this.detail.innerHTML = `
+      <header class="detail-head">
+        <div>
+          <h3>Step ${r.step} · <span class="mono">${esc(r.prompt_id)}</span> · sample ${r.sample_index}${group.length ? ` of ${group.length}` : ""}</h3>
+          <div class="stats">
+            <span class="stat">reward <b class="reward ${rewardClass(r.reward)}" data-field="reward">${fmt(r.reward, 4)}</b></span>
+            <span class="stat">advantage <b>${fmt(r.advantage, 4)}</b></span>
+            <span class="stat">length <b>${r.num_tokens}</b> tokens</span>
+            <span class="stat">finish <b class="finish finish-${esc(r.finish_reason)}">${esc(r.finish_reason)}</b></span>
+          </div>
+        </div>
+        <button type="button" class="icon" data-close title="Close (Esc)">✕</button>
+      </header>
+      <section><h4>Prompt</h4><div class="textblock prompt">${renderText(r.prompt)}</div></section>
+      <section><h4>Completion</h4><div class="textblock completion">${renderText(r.completion)}</div></section>
+      <section><h4>Criteria</h4><table class="criteria">${criteria || '<tr><td class="muted">no criterion scores</td></tr>'}</table></section>
+      ${group.length > 1 ? `<section><h4>Group: ${group.length} completions of this prompt</h4><div class="siblings">${siblings}</div></section>` : ""}
+      <section class="rollout-notes"><h4>Notes</h4><div data-notes-list></div>${this.canNote ? this.noteForm() : ""}</section>`;
+    if (this.notes) this.notes.attachRollout(this.detail.querySelector(".rollout-notes"), r.id);
+  }
+
+  noteForm() {
+    return `<form class="note-form" data-note-form>
+      <div class="quick-tags">
+        <button type="button" data-tag="reward hacking">reward hacking</button>
+        <button type="button" data-tag="format broken">format broken</button>
+        <button type="button" data-tag="good">good</button>
+      </div>
+      <input name="tag" placeholder="tag (optional)" list="note-tags" maxlength="40">
+      <textarea name="text" rows="2" placeholder="Note on this rollout" required maxlength="4000"></textarea>
+      <button type="submit" class="primary">Add note</button>
+    </form>`;
+  }
+}

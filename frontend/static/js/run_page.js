@@ -1,0 +1,195 @@
+// Entry point of the run page (/runs/<id>/) and of a shared run (/share/<token>/).
+// Loads curves over REST, notes the cursor, then follows the websocket from that cursor.
+
+import { Api, duration, esc, readConfig } from "./api.js";
+import { CurveBoard } from "./curves.js";
+import { Inspector } from "./inspector.js";
+import { NotesClient } from "./notes.js";
+import { SharePanel } from "./share.js";
+import { initTheme } from "./theme.js";
+import { RunSocket } from "./ws.js";
+
+const LOG_LINES = 300;
+const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+
+class Progress {
+  constructor(run) {
+    this.run = run;
+    this.samples = []; // [wall time, step] of recent metric events, for the ETA
+    this.el = {
+      state: document.querySelector("[data-run-state]"),
+      step: document.querySelector("[data-run-step]"),
+      bar: document.querySelector("[data-run-progress]"),
+      eta: document.querySelector("[data-run-eta]"),
+      live: document.querySelector("[data-live-state]"),
+      detail: document.querySelector("[data-run-detail]"),
+    };
+    this.render();
+  }
+
+  update(fields) {
+    Object.assign(this.run, fields);
+    this.render();
+  }
+
+  step(step, time) {
+    if (step > (this.run.last_step ?? -1)) this.run.last_step = step;
+    this.samples.push([time, step]);
+    if (this.samples.length > 30) this.samples.shift();
+    this.render();
+  }
+
+  eta() {
+    const { last_step: step, total_steps: total } = this.run;
+    if (TERMINAL.has(this.run.state) || !total || step === null || step === undefined) return null;
+    const s = this.samples;
+    let perStep = null;
+    if (s.length >= 2 && s[s.length - 1][1] > s[0][1]) {
+      perStep = (s[s.length - 1][0] - s[0][0]) / (s[s.length - 1][1] - s[0][1]);
+    } else if (this.run.started && step > 0) {
+      perStep = (Date.now() / 1000 - Date.parse(this.run.started) / 1000) / step;
+    }
+    return perStep === null ? null : Math.max(0, (total - step) * perStep);
+  }
+
+  render() {
+    const { state, last_step: step, total_steps: total } = this.run;
+    this.el.state.textContent = state;
+    this.el.state.className = `badge state-${state}`;
+    this.el.step.textContent = `${step ?? 0}${total ? ` / ${total}` : ""}`;
+    const pct = total ? Math.min(100, (100 * (step ?? 0)) / total) : 0;
+    this.el.bar.style.width = `${TERMINAL.has(state) && state === "succeeded" ? 100 : pct}%`;
+    const eta = this.eta();
+    this.el.eta.textContent = TERMINAL.has(state) ? "done" : eta === null ? "–" : duration(eta);
+    if (this.run.error) this.el.detail.textContent = this.run.error;
+  }
+}
+
+class LogTail {
+  constructor(pre, lines) {
+    this.pre = pre;
+    this.lines = lines.slice(-LOG_LINES);
+    this.render();
+  }
+  push(line) {
+    this.lines.push(line);
+    if (this.lines.length > LOG_LINES) this.lines.splice(0, this.lines.length - LOG_LINES);
+    this.render();
+  }
+  render() {
+    const atBottom = this.pre.scrollTop + this.pre.clientHeight >= this.pre.scrollHeight - 8;
+    this.pre.textContent = this.lines.join("\n") || "No log lines yet.";
+    if (atBottom) this.pre.scrollTop = this.pre.scrollHeight;
+  }
+}
+
+function bindCurveControls(board) {
+  const controls = document.querySelector("[data-curve-controls]");
+  const smooth = controls.querySelector("[name=smoothing]");
+  const smoothLabel = controls.querySelector("[data-smoothing-value]");
+  smooth.addEventListener("input", () => {
+    smoothLabel.textContent = Number(smooth.value).toFixed(2);
+    board.setSmoothing(Number(smooth.value));
+  });
+  controls.querySelector("[name=log]").addEventListener("change", (ev) => board.setLog(ev.target.checked));
+  for (const radio of controls.querySelectorAll("[name=xaxis]")) {
+    radio.addEventListener("change", () => radio.checked && board.setXMode(radio.value));
+  }
+}
+
+function bindCancel(api, runId, progress) {
+  const button = document.querySelector("[data-cancel-run]");
+  if (!button) return;
+  const sync = () => {
+    button.hidden = TERMINAL.has(progress.run.state);
+  };
+  sync();
+  button.addEventListener("click", async () => {
+    if (!window.confirm("Stop this run? It saves a checkpoint and ends.")) return;
+    button.disabled = true;
+    await api.post(`/api/runs/${runId}/cancel/`, {});
+    button.textContent = "Stopping…";
+  });
+  return sync;
+}
+
+async function main() {
+  initTheme();
+  const config = readConfig("run-config");
+  const runId = config.run.id;
+  const api = new Api({ shareToken: config.share_token });
+  const progress = new Progress({ ...config.run });
+  const logs = new LogTail(document.querySelector("[data-log-tail]"), config.log_lines || []);
+  const syncCancel = bindCancel(api, runId, progress);
+
+  const board = new CurveBoard(document.querySelector("[data-curves]"), {
+    api,
+    sources: [{ runId, label: config.run.name }],
+  });
+  bindCurveControls(board);
+
+  const inspectorRoot = document.querySelector("[data-inspector]");
+  let inspector = null;
+  const notes = new NotesClient(document.querySelector("[data-notes-panel]"), {
+    api,
+    runId,
+    canNote: config.can_note,
+    onOpenRollout: (rid) => {
+      inspectorRoot.scrollIntoView({ behavior: "smooth", block: "start" });
+      inspector.open(rid);
+    },
+  });
+  inspector = new Inspector(inspectorRoot, { api, runId, criteria: config.criteria, notes, canNote: config.can_note });
+  if (config.can_share) new SharePanel(document.querySelector("[data-share-panel]"), { api, runId }).load();
+
+  const [cursor] = await Promise.all([board.load(), inspector.reload(), notes.load()]);
+
+  const liveState = document.querySelector("[data-live-state]");
+  const socket = new RunSocket({
+    runId,
+    cursor,
+    shareToken: config.share_token,
+    onState: (s) => {
+      liveState.textContent = s;
+      liveState.className = `live live-${s}`;
+    },
+    onHello: (hello) => {
+      progress.update(hello.run || {});
+      syncCancel?.();
+    },
+    onClosed: (code) => {
+      if (code === 4403 || code === 4404) {
+        document.body.classList.add("access-lost");
+        document.querySelector("[data-access-lost]").hidden = false;
+      }
+    },
+    onEvent: (ev) => {
+      if (ev.kind === "metrics") {
+        board.push(ev.step, ev.time, ev.data.values);
+        if (ev.step !== null) progress.step(ev.step, ev.time);
+      } else if (ev.kind === "rollouts") {
+        inspector.onLive(ev.data.items);
+      } else if (ev.kind === "status") {
+        progress.update({ state: ev.data.state, error: ev.data.state === "failed" ? ev.data.detail : progress.run.error });
+        syncCancel?.();
+        logs.push(`[${ev.data.state}] ${ev.data.detail || ""}`.trim());
+      } else if (ev.kind === "log") {
+        logs.push(ev.data.line);
+      } else if (ev.kind === "checkpoint") {
+        logs.push(`checkpoint saved: ${ev.data.path}`);
+      }
+    },
+  });
+  socket.connect();
+  window.studioRunPage = { board, inspector, notes, socket, progress }; // for the browser test and the console
+  document.body.dataset.ready = "1";
+}
+
+main().catch((err) => {
+  console.error(err);
+  const box = document.querySelector("[data-page-error]");
+  if (box) {
+    box.hidden = false;
+    box.innerHTML = `Could not load the run: ${esc(err.message)}`;
+  }
+});
