@@ -48,9 +48,12 @@ def sequence_scores(token_rewards: Tensor, mask: Tensor) -> Tensor:
 def discounted_returns(token_rewards: Tensor, mask: Tensor, gamma: float) -> Tensor:
     """(B, T) reward-to-go R_t = r_t + gamma * R_{t+1} over valid tokens, 0 at masked positions.
 
-    A Python loop over T (as verl): powers gamma^(s-t) in closed form underflow for long responses.
+    With gamma = 1 (the default) this is a reversed cumsum; otherwise a Python loop over T
+    (as verl), because powers gamma^(s-t) in closed form underflow for long responses.
     """
     rewards = zero_masked(token_rewards, mask)  # (B, T)
+    if gamma == 1.0:
+        return zero_masked(rewards.flip(-1).cumsum(-1).flip(-1), mask)
     returns = torch.zeros_like(rewards)
     running = torch.zeros_like(rewards[:, 0])  # (B,)
     for t in reversed(range(rewards.shape[1])):
