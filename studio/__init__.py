@@ -1,0 +1,1 @@
+"""Rollout Studio: the Django project (persistence, permissions, presentation)."""

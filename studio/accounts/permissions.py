@@ -1,0 +1,89 @@
+"""Who may do what. Every view, API endpoint and the websocket consumer ask here.
+
+Rules (the tests in tests/studio/test_permissions.py walk all of them):
+- members of a team (owner, editor, viewer) see the team's datasets, rubrics,
+  experiments and runs;
+- owners and editors also create, edit, launch, cancel and delete them;
+- owners alone manage the team's members;
+- everyone else gets 404, as if the object did not exist (no 403 that would leak it).
+A member who lacks the role for an action gets 403.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+from django.db.models import Model, QuerySet
+from django.http import Http404
+from rest_framework import permissions
+
+from studio.accounts.models import EDIT_ROLES, OWNER, Membership, Team
+
+VIEW = "view"
+EDIT = "edit"
+MANAGE = "manage"
+
+
+def role_allows(role: str | None, need: str) -> bool:
+    if role is None:
+        return False
+    if need == VIEW:
+        return True
+    if need == EDIT:
+        return role in EDIT_ROLES
+    if need == MANAGE:
+        return role == OWNER
+    raise ValueError(f"unknown permission {need!r}")
+
+
+def visible_teams(user) -> QuerySet[Team]:
+    if not user.is_authenticated:
+        return Team.objects.none()
+    return Team.objects.filter(memberships__user=user)
+
+
+def editable_teams(user) -> QuerySet[Team]:
+    if not user.is_authenticated:
+        return Team.objects.none()
+    return Team.objects.filter(memberships__user=user, memberships__role__in=EDIT_ROLES)
+
+
+def visible(queryset: QuerySet, user) -> QuerySet:
+    """Objects (with a `team` field) whose team the user belongs to."""
+    if not user.is_authenticated:
+        return queryset.none()
+    return queryset.filter(team__memberships__user=user)
+
+
+def role_in(user, team_id: int) -> str | None:
+    if not user.is_authenticated:
+        return None
+    return Membership.objects.filter(team_id=team_id, user=user).values_list("role", flat=True).first()
+
+
+def check(user, obj: Model, need: str = VIEW) -> None:
+    """Raise Http404 for outsiders and PermissionDenied for members without the role."""
+    team_id = obj.pk if isinstance(obj, Team) else obj.team_id
+    role = role_in(user, team_id)
+    if role is None:
+        raise Http404("not found")
+    if not role_allows(role, need):
+        raise PermissionDenied(f"your role ({role}) cannot {need} this")
+
+
+def get_for(user, queryset: QuerySet, pk, need: str = VIEW) -> Model:
+    """The object with this pk if the user may `need` it: 404 for outsiders, 403 for too low a role."""
+    try:
+        obj = queryset.get(pk=pk)
+    except (queryset.model.DoesNotExist, ValueError, TypeError):
+        raise Http404("not found") from None
+    check(user, obj, need)
+    return obj
+
+
+class TeamRole(permissions.BasePermission):
+    """DRF: reads need membership, writes need owner/editor (the object's team)."""
+
+    def has_object_permission(self, request, view, obj) -> bool:
+        need = VIEW if request.method in permissions.SAFE_METHODS else getattr(view, "write_permission", EDIT)
+        check(request.user, obj, need)
+        return True

@@ -1,0 +1,20 @@
+"""The Celery app the studio enqueues through. Configuration only: no task code here.
+
+The studio sends tasks by name (`app.send_task("workers.run_training", ...)`) so it never
+imports `workers/`; the worker process (`celery -A workers.app worker`) registers them.
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studio.settings")
+
+app = Celery("studio")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+
+TRAIN_TASK = "workers.run_training"
+EVAL_TASK = "workers.run_eval"
+SCORE_RUBRIC_TASK = "workers.score_rubric"

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CurvesConfig(AppConfig):
+    name = "studio.curves"
+    verbose_name = "Curves (downsampled metric series, plotly.js)"

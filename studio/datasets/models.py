@@ -1,0 +1,62 @@
+"""Datasets: a file (uploaded or already on the server) plus how its fields map to a RunSpec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+from studio.accounts.models import Team
+
+SOURCES = (("upload", "Uploaded file"), ("server_file", "Server-side file"), ("hf_folder", "Hugging Face folder"))
+FORMATS = (("jsonl", "JSON Lines"), ("csv", "CSV"), ("parquet", "Parquet"), ("hf", "Hugging Face dataset folder"))
+
+
+class Dataset(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="datasets")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    source = models.CharField(max_length=20, choices=SOURCES)
+    path = models.CharField(max_length=1000, help_text="Absolute path on the server.")
+    format = models.CharField(max_length=10, choices=FORMATS)
+    split = models.CharField(max_length=100, default="train")
+    prompt_field = models.CharField(max_length=200, blank=True, default="prompt")
+    messages_field = models.CharField(max_length=200, blank=True, default="")
+    answer_field = models.CharField(max_length=200, blank=True, default="answer")
+    extra_fields = models.JSONField(default=list, blank=True)
+    columns = models.JSONField(default=list, blank=True)
+    row_count = models.BigIntegerField(null=True, blank=True)
+    size_bytes = models.BigIntegerField(default=0)
+    errors = models.JSONField(default=list, blank=True, help_text="[{row, field, message}], first ones only.")
+    error_count = models.BigIntegerField(default=0)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_valid(self) -> bool:
+        return self.error_count == 0 and bool(self.row_count)
+
+    def data_spec(self) -> dict[str, Any]:
+        """The `data` section of a RunSpec for this dataset (the rest keeps RunSpec defaults)."""
+        return {
+            "path": self.path,
+            "format": self.format,
+            "split": self.split,
+            "prompt_field": self.prompt_field or None,
+            "messages_field": self.messages_field or None,
+            "answer_field": self.answer_field or None,
+            "extra_fields": list(self.extra_fields),
+        }
+
+    @property
+    def file_name(self) -> str:
+        return Path(self.path).name

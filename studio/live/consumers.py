@@ -1,0 +1,92 @@
+"""The live stream of one run: `/ws/runs/<id>/?after=<seq>`.
+
+On connect the consumer joins the run's group *before* reading the database, then
+sends `hello`, every stored event after the client's cursor, and live events. Live
+events at or below the cursor were already replayed and are dropped; a live event
+that skips ahead (two writers published out of order) triggers a database read of
+the gap, so the client sees every seq exactly once and in order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from studio.runs.access import viewable_run
+from studio.runs.events import group_name
+from studio.runs.models import RunEvent
+
+REPLAY_BATCH = 500
+CLOSE_DENIED = 4403
+
+
+@database_sync_to_async
+def _events_after(run_id: int, after: int, upto: int | None = None, limit: int = REPLAY_BATCH) -> list[dict[str, Any]]:
+    events = RunEvent.objects.filter(run_id=run_id, seq__gt=after)
+    if upto is not None:
+        events = events.filter(seq__lte=upto)
+    return [e.to_message() for e in events.order_by("seq")[:limit]]
+
+
+class RunConsumer(AsyncJsonWebsocketConsumer):
+    run_id: int
+    cursor: int = 0
+    share_token: str | None = None
+
+    async def connect(self) -> None:
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        self.share_token = (query.get("share") or [None])[0]
+        run_id = self.scope["url_route"]["kwargs"]["run_id"]
+        run = await database_sync_to_async(viewable_run)(self.scope.get("user"), run_id, self.share_token)
+        await self.accept()
+        if run is None:
+            await self.close(code=CLOSE_DENIED)
+            return
+        self.run_id = run.pk
+        self.cursor = _parse_cursor(query)
+        await self.channel_layer.group_add(group_name(self.run_id), self.channel_name)
+        await self.send_json({"kind": "hello", "run": run.summary(), "cursor": run.last_seq})
+        await self._replay()
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "run_id"):
+            await self.channel_layer.group_discard(group_name(self.run_id), self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if isinstance(content, dict) and content.get("kind") == "ping":
+            await self.send_json({"kind": "pong", "cursor": self.cursor})
+
+    async def run_event(self, message: dict[str, Any]) -> None:
+        event = message["event"]
+        if event["seq"] <= self.cursor:
+            return
+        if event["seq"] > self.cursor + 1:
+            await self._replay(upto=event["seq"] - 1)
+        await self._send_event(event)
+
+    async def run_access_revoked(self, message: dict[str, Any]) -> None:
+        """A share link was revoked: close the sockets that came in through it."""
+        if self.share_token and message.get("share_token") == self.share_token:
+            await self.close(code=CLOSE_DENIED)
+
+    async def _replay(self, upto: int | None = None) -> None:
+        while True:
+            batch = await _events_after(self.run_id, self.cursor, upto)
+            for event in batch:
+                await self._send_event(event)
+            if len(batch) < REPLAY_BATCH:
+                return
+
+    async def _send_event(self, event: dict[str, Any]) -> None:
+        self.cursor = event["seq"]
+        await self.send_json(event)
+
+
+def _parse_cursor(query: dict[str, list[str]]) -> int:
+    try:
+        return max(0, int((query.get("after") or ["0"])[0]))
+    except ValueError:
+        return 0

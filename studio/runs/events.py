@@ -1,0 +1,72 @@
+"""Append to a run's event stream, then publish: the one way events enter the system.
+
+Both the worker's Reporter and the studio (cancel, sweeper) call `record`, so `seq`
+is allocated in one place: the UPDATE on the run row takes its lock (a row lock on
+PostgreSQL, the write lock on SQLite) until the transaction commits, so two writers
+never get the same numbers. Publishing happens after commit, so a client that sees a
+live event can always find it (and everything before it) in the database.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+from django.db.models import F
+
+from studio.runs.models import Run, RunEvent
+
+log = logging.getLogger(__name__)
+
+EventItem = tuple[str, int | None, dict[str, Any]]  # (kind, step, data)
+
+
+def group_name(run_id: int) -> str:
+    return f"run-{run_id}"
+
+
+def append(run_id: int, items: list[EventItem], **run_fields: Any) -> list[dict[str, Any]]:
+    """Persist events (and optional Run field updates) atomically; returns the wire messages."""
+    if not items:
+        if run_fields:
+            Run.objects.filter(pk=run_id).update(**run_fields)
+        return []
+    with transaction.atomic():
+        Run.objects.filter(pk=run_id).update(last_seq=F("last_seq") + len(items), **run_fields)
+        last = Run.objects.filter(pk=run_id).values_list("last_seq", flat=True).get()
+        now = time.time()
+        first = last - len(items) + 1
+        events = [
+            RunEvent(run_id=run_id, seq=first + i, kind=kind, step=step, payload=data, created=now)
+            for i, (kind, step, data) in enumerate(items)
+        ]
+        RunEvent.objects.bulk_create(events)
+    return [event.to_message() for event in events]
+
+
+def publish(run_id: int, messages: list[dict[str, Any]]) -> None:
+    """Send messages to the run's group. A broker hiccup loses nothing: clients resume from the database."""
+    layer = get_channel_layer()
+    if layer is None or not messages:
+        return
+    send = async_to_sync(layer.group_send)
+    try:
+        for message in messages:
+            send(group_name(run_id), {"type": "run.event", "event": message})
+    except Exception:  # noqa: BLE001 - the events are stored; live delivery is best effort
+        log.exception("could not publish %d events of run %s", len(messages), run_id)
+
+
+def record(run_id: int, items: list[EventItem], **run_fields: Any) -> list[dict[str, Any]]:
+    """Append, then publish once the surrounding transaction (if any) has committed."""
+    messages = append(run_id, items, **run_fields)
+    transaction.on_commit(lambda: publish(run_id, messages))
+    return messages
+
+
+def status_item(state: str, detail: str = "") -> EventItem:
+    return ("status", None, {"state": state, "detail": detail})

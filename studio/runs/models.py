@@ -1,0 +1,185 @@
+"""Runs and everything they produce.
+
+`RunEvent` is the replayable stream a websocket client resumes from (`seq` per run,
+persisted before it is published). `MetricPoint`, `Rollout` and `RolloutScore` are the
+same data in shapes that list and filter fast at 100,000 steps / 1,000,000 rollouts:
+every listing walks a composite index that starts with `run` and ends with `id`, so
+keyset pagination never sorts or counts the whole run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+from studio.accounts.models import Team
+from studio.experiments.models import Experiment
+
+QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
+STATES = (
+    (QUEUED, "Queued"),
+    (RUNNING, "Running"),
+    (SUCCEEDED, "Succeeded"),
+    (FAILED, "Failed"),
+    (CANCELLED, "Cancelled"),
+)
+FINISHED_STATES = (SUCCEEDED, FAILED, CANCELLED)
+KINDS = (("train", "Training"), ("eval", "Evaluation"))
+EVENT_KINDS = (
+    ("metrics", "metrics"),
+    ("rollouts", "rollouts"),
+    ("status", "status"),
+    ("log", "log"),
+    ("checkpoint", "checkpoint"),
+)
+PREVIEW_CHARS = 200
+
+
+class Run(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="runs")
+    experiment = models.ForeignKey(Experiment, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    kind = models.CharField(max_length=10, choices=KINDS, default="train")
+    name = models.CharField(max_length=200)
+    state = models.CharField(max_length=10, choices=STATES, default=QUEUED, db_index=True)
+    spec = models.JSONField(help_text="The validated trainers.spec.RunSpec as a dict.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    last_step = models.IntegerField(default=0)
+    total_steps = models.IntegerField(default=0)
+    celery_task_id = models.CharField(max_length=64, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    resumed_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="resumes")
+    last_seq = models.BigIntegerField(default=0, help_text="Latest RunEvent.seq of this run.")
+    heartbeat = models.DateTimeField(null=True, blank=True, help_text="Last sign of life from the worker.")
+    worker = models.CharField(max_length=200, blank=True, help_text="Celery worker hostname running it.")
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [models.Index(fields=["team", "-created"]), models.Index(fields=["state", "heartbeat"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} (#{self.pk})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in FINISHED_STATES
+
+    @property
+    def can_cancel(self) -> bool:
+        return self.state in (QUEUED, RUNNING) and not self.cancel_requested
+
+    def summary(self) -> dict[str, Any]:
+        """What the websocket `hello` and list endpoints show about the run."""
+        return {
+            "id": self.pk,
+            "name": self.name,
+            "kind": self.kind,
+            "state": self.state,
+            "error": self.error,
+            "last_step": self.last_step,
+            "total_steps": self.total_steps,
+            "cancel_requested": self.cancel_requested,
+            "created": self.created.isoformat() if self.created else None,
+            "started": self.started.isoformat() if self.started else None,
+            "finished": self.finished.isoformat() if self.finished else None,
+            "team": self.team_id,
+            "experiment": self.experiment_id,
+        }
+
+
+class RunEvent(models.Model):
+    """One message of the run's replayable stream; `created` is epoch seconds (the wire's `time`)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.BigIntegerField()
+    kind = models.CharField(max_length=12, choices=EVENT_KINDS)
+    step = models.IntegerField(null=True, blank=True)
+    payload = models.JSONField()
+    created = models.FloatField()
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="one_event_per_run_seq")]
+
+    def to_message(self) -> dict[str, Any]:
+        return {"seq": self.seq, "kind": self.kind, "step": self.step, "time": self.created, "data": self.payload}
+
+
+class MetricPoint(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_points")
+    step = models.IntegerField()
+    key = models.CharField(max_length=200)
+    value = models.FloatField()
+    wall_time = models.FloatField()
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "key", "step"])]
+
+
+class Rollout(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="rollouts")
+    step = models.IntegerField()
+    prompt_id = models.CharField(max_length=200)
+    sample_index = models.IntegerField()
+    prompt = models.JSONField(help_text="Text or a list of chat messages.")
+    completion = models.JSONField(help_text="Text or a list of turns.")
+    preview = models.CharField(max_length=PREVIEW_CHARS, blank=True, help_text="First characters of the completion.")
+    reward = models.FloatField()
+    advantage = models.FloatField(default=0.0)
+    num_tokens = models.IntegerField(default=0)
+    finish_reason = models.CharField(max_length=20, default="stop")
+    scores = models.JSONField(default=dict, help_text="{criterion: {score, explanation, error}}")
+    logprobs = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["run", "step", "id"]),
+            models.Index(fields=["run", "reward", "id"]),
+            models.Index(fields=["run", "finish_reason", "step", "id"]),
+            models.Index(fields=["run", "step", "prompt_id"]),
+        ]
+
+    def summary(self) -> dict[str, Any]:
+        """The compact form carried by websocket `rollouts` events and list endpoints."""
+        return {
+            "id": self.pk,
+            "step": self.step,
+            "prompt_id": self.prompt_id,
+            "sample_index": self.sample_index,
+            "reward": self.reward,
+            "advantage": self.advantage,
+            "num_tokens": self.num_tokens,
+            "finish_reason": self.finish_reason,
+            "scores": {name: s.get("score") for name, s in self.scores.items()},
+            "preview": self.preview,
+        }
+
+
+class RolloutScore(models.Model):
+    """One criterion's score of one rollout: a side table so `criterion=x&score_min=` filters walk an index."""
+
+    id = models.BigAutoField(primary_key=True)
+    rollout = models.ForeignKey(Rollout, on_delete=models.CASCADE, related_name="criterion_scores")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    criterion = models.CharField(max_length=64)
+    score = models.FloatField()
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "criterion", "score"])]
+
+
+class Checkpoint(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
+    step = models.IntegerField()
+    path = models.CharField(max_length=1000)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "-step"]
