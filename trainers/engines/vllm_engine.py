@@ -1,0 +1,269 @@
+"""The vLLM rollout engine: same inputs and outputs as the transformers engine, sampled by vLLM.
+
+Two modes, chosen by the spec:
+
+- colocated (default): a `vllm.LLM` in this process on the trainer's GPU, holding
+  `rollout.vllm_gpu_memory_utilization` of its memory. With `rollout.vllm_sleep_during_update`
+  it sleeps after each generation (level 1: weights backed up to CPU, KV cache freed) so
+  the update has the memory, and wakes the weights, then the KV cache, before the next.
+  The trainer's weights are loaded straight into vLLM's model (`load_weights`), GPU to GPU,
+  no checkpoint on disk; LoRA adapters are merged on the way (see `vllm_weights`).
+- server (`rollout.vllm_server_url`): a separate OpenAI-compatible vLLM server; weights
+  are pushed over HTTP (see `vllm_server`).
+
+Importing this module needs neither vLLM nor a GPU; constructing a colocated engine needs both.
+The logprobs returned are vLLM's; the loss uses the trainer's own (see `mismatch`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import logging
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+from trainers.engines.base import EngineUnavailable, Generation, RolloutEngine, SamplingParams
+from trainers.engines.vllm_server import VLLMServerClient
+from trainers.engines.vllm_weights import (
+    DEFAULT_CHUNK_BYTES,
+    LOAD_WEIGHTS_RPC,
+    chunked,
+    encode_weights,
+    export_weights,
+)
+from trainers.spec import RunSpec
+
+log = logging.getLogger(__name__)
+
+WORKER_EXTENSION = "trainers.engines.vllm_weights.WeightLoaderExtension"
+SLEEP_LEVEL = 1  # weights kept in CPU memory: waking without a sync (evaluation) still has them
+
+
+def vllm_available() -> bool:
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def engine_kwargs(spec: RunSpec) -> dict[str, Any]:
+    """Arguments for `vllm.LLM` from the spec (before dropping those this vLLM does not know)."""
+    kwargs: dict[str, Any] = {
+        "model": spec.model.path,
+        "dtype": spec.model.dtype,
+        "trust_remote_code": spec.model.trust_remote_code,
+        "gpu_memory_utilization": spec.rollout.vllm_gpu_memory_utilization,
+        "enable_sleep_mode": spec.rollout.vllm_sleep_during_update,
+        "max_model_len": spec.data.max_prompt_tokens + spec.rollout.max_new_tokens,
+        "seed": spec.optim.seed,
+        "enable_prefix_caching": True,  # the G samples of a prompt share its prefill
+        "worker_extension_cls": WORKER_EXTENSION,
+        # Report logprobs of the distribution actually sampled (after temperature), which is
+        # what the trainer's ratio and the mismatch metrics compare against.
+        "logprobs_mode": "processed_logprobs",
+    }
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        # One vLLM per training rank on that rank's GPU (torchrun), as TRL's colocate mode does.
+        kwargs["distributed_executor_backend"] = "external_launcher"
+    return kwargs
+
+
+def supported_kwargs(kwargs: dict[str, Any], known: Iterable[str]) -> dict[str, Any]:
+    """`kwargs` without the keys this vLLM version does not accept (logged, not fatal)."""
+    known = set(known)
+    dropped = sorted(set(kwargs) - known)
+    if dropped:
+        log.info("vLLM here does not take %s; using its defaults", ", ".join(dropped))
+    return {k: v for k, v in kwargs.items() if k in known}
+
+
+def build_llm(spec: RunSpec) -> Any:
+    """A colocated `vllm.LLM` for the spec's model."""
+    if not torch.cuda.is_available():
+        raise EngineUnavailable("rollout.engine='vllm' needs a CUDA GPU; none is visible here")
+    # Keep vLLM's engine core in this process so `load_weights` reaches its model directly.
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    try:
+        from vllm import LLM
+        from vllm.engine.arg_utils import EngineArgs
+    except ImportError as exc:
+        raise EngineUnavailable(f"rollout.engine='vllm' needs vLLM installed (pip install vllm): {exc}") from exc
+    known = {f.name for f in dataclasses.fields(EngineArgs)}
+    return LLM(**supported_kwargs(engine_kwargs(spec), known))
+
+
+def inprocess_model(llm: Any) -> Any | None:
+    """vLLM's nn.Module when its engine runs in this process (V0, or V1 without multiprocessing)."""
+    executor = getattr(llm.llm_engine, "model_executor", None)
+    worker = getattr(executor, "driver_worker", None)
+    runner = getattr(worker, "model_runner", None)
+    return getattr(runner, "model", None)
+
+
+def to_generation(completion: Any, *, keep_logprobs: bool) -> Generation:
+    """A vLLM `CompletionOutput` (token_ids, text, logprobs, finish_reason) as a Generation."""
+    token_ids = list(completion.token_ids)
+    logprobs = None
+    if keep_logprobs:
+        if completion.logprobs is None:
+            raise RuntimeError("vLLM returned no logprobs although they were requested")
+        # One {token_id: Logprob} per position; the sampled token is always among them.
+        logprobs = [float(position[tok].logprob) for position, tok in zip(completion.logprobs, token_ids, strict=True)]
+    return Generation(
+        token_ids=token_ids,
+        text=completion.text,
+        logprobs=logprobs,
+        finish_reason="length" if completion.finish_reason == "length" else "stop",
+    )
+
+
+class ColocatedVLLM:
+    """A `vllm.LLM` sharing the GPU with the trainer: sleeps between generations when asked,
+    loads pushed weights in place. `llm` is anything with vLLM's `LLM` methods."""
+
+    def __init__(self, llm: Any, *, sleep_between_generations: bool) -> None:
+        self.llm = llm
+        self.sleep_between_generations = sleep_between_generations
+        self.asleep: set[str] = set()  # parts released: {"weights", "kv_cache"}
+
+    def _wake(self, tags: list[str]) -> None:
+        tags = [t for t in tags if t in self.asleep]
+        if not tags:
+            return
+        try:
+            self.llm.wake_up(tags=tags)
+        except TypeError:  # vLLM before tagged wake-up: everything at once
+            self.llm.wake_up()
+            self.asleep.clear()
+        self.asleep.difference_update(tags)
+
+    def sleep(self) -> None:
+        if self.sleep_between_generations and not self.asleep:
+            self.llm.sleep(level=SLEEP_LEVEL)
+            self.asleep = {"weights", "kv_cache"}
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        # Weights only: the KV cache stays released until generation, leaving the memory to training.
+        self._wake(["weights"])
+        model = inprocess_model(self.llm)
+        if model is not None:
+            model.load_weights(weights)
+        else:  # engine core in another process: ship safetensors chunks to its workers
+            for chunk in chunked(weights, DEFAULT_CHUNK_BYTES):
+                self.llm.collective_rpc(LOAD_WEIGHTS_RPC, args=(encode_weights(chunk),))
+        self.llm.reset_prefix_cache()
+
+    def sampling_params(self, params: SamplingParams, n: int, seed: int) -> Any:
+        """vLLM's SamplingParams for one prompt's n samples."""
+        from vllm import SamplingParams as VLLMSamplingParams
+
+        return VLLMSamplingParams(
+            n=n,
+            max_tokens=params.max_new_tokens,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=params.top_k if params.top_k > 0 else -1,
+            stop=list(params.stop) or None,
+            logprobs=0 if params.logprobs else None,  # 0: only the sampled token's
+            seed=seed,
+        )
+
+    def generate(
+        self, prompt_token_ids: list[list[int]], n: int, params: SamplingParams, seed: int
+    ) -> list[list[Generation]]:
+        self._wake(["weights", "kv_cache"])
+        # One seed per prompt: distinct noise across prompts, reproducible across resumes.
+        sampling = [self.sampling_params(params, n, seed + i) for i in range(len(prompt_token_ids))]
+        prompts = [{"prompt_token_ids": ids} for ids in prompt_token_ids]
+        outputs = self.llm.generate(prompts, sampling, use_tqdm=False)
+        self.sleep()
+        return [[to_generation(c, keep_logprobs=params.logprobs) for c in out.outputs] for out in outputs]
+
+    def close(self) -> None:
+        llm, self.llm = self.llm, None
+        if llm is None:
+            return
+        core = getattr(llm.llm_engine, "engine_core", None)
+        if hasattr(core, "shutdown"):
+            core.shutdown()
+        del llm
+        release_vllm_state()
+
+
+def release_vllm_state() -> None:
+    """Tear down vLLM's process groups and return cached GPU memory to the driver."""
+    try:
+        from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+
+        destroy_model_parallel()
+        destroy_distributed_environment()
+    except Exception as exc:  # best effort: a failed teardown must not hide the run's own result
+        log.warning("vLLM teardown: %s", exc)
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+class ServerVLLM:
+    """A separate vLLM server: same methods as ColocatedVLLM."""
+
+    def __init__(self, client: VLLMServerClient) -> None:
+        self.client = client
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        self.client.push_weights(weights)
+
+    def generate(
+        self, prompt_token_ids: list[list[int]], n: int, params: SamplingParams, seed: int
+    ) -> list[list[Generation]]:
+        return self.client.generate(prompt_token_ids, n, params, seed=seed)
+
+    def close(self) -> None:
+        """The server outlives the run; nothing to release here."""
+
+
+class VLLMEngine(RolloutEngine):
+    """`spec.rollout.engine = "vllm"`. The policy's weights are pushed lazily, just before the
+    next generation, so a run that stops after an update never pays for an unused sync."""
+
+    def __init__(self, spec: RunSpec, *, model: Any, tokenizer: Any = None) -> None:
+        self.seed = spec.optim.seed
+        self.calls = 0
+        if spec.rollout.vllm_server_url:
+            self.backend: ColocatedVLLM | ServerVLLM = ServerVLLM(VLLMServerClient(spec.rollout.vllm_server_url))
+        else:
+            self.backend = ColocatedVLLM(
+                build_llm(spec), sleep_between_generations=spec.rollout.vllm_sleep_during_update
+            )
+        # vLLM loaded spec.model.path; the policy may differ already (LoRA, resumed checkpoint).
+        self.pending_model: Any | None = model
+
+    def update_weights(self, model: Any) -> None:
+        self.pending_model = model
+
+    def sync_weights(self) -> None:
+        """Load the policy's current weights into vLLM now (generate does it when needed)."""
+        if self.pending_model is not None:
+            self.backend.load_weights(export_weights(self.pending_model))
+            self.pending_model = None
+
+    def generate(self, prompt_token_ids: list[list[int]], n: int, params: SamplingParams) -> list[list[Generation]]:
+        self.sync_weights()
+        seed = self.seed * 1_000_003 + self.calls * len(prompt_token_ids)
+        self.calls += 1
+        return self.backend.generate(prompt_token_ids, n, params, seed)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"calls": self.calls}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.calls = int(state.get("calls", 0))
+
+    def close(self) -> None:
+        self.backend.close()
+        self.pending_model = None
