@@ -6,6 +6,7 @@ Imports without torch. The scoring code for each kind lives in `trainers/rewards
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Literal
 
@@ -101,6 +102,20 @@ class PythonParams(Params):
     code: str = Field(..., description="Python source defining score(prompt, completion, **fields).")
     timeout_s: float = Field(5.0, gt=0, le=120, description="Wall-clock limit per call.")
     memory_mb: int = Field(512, ge=32, le=16384, description="Address-space limit of the sandbox process.")
+
+    @field_validator("code")
+    @classmethod
+    def _defines_score(cls, code: str) -> str:
+        """Parse (never run) the code so a syntax error is reported, with its line, when the rubric is saved."""
+        try:
+            tree = ast.parse(code)
+        except SyntaxError as exc:
+            raise ValueError(f"syntax error at line {exc.lineno}: {exc.msg}") from None
+        except ValueError as exc:  # e.g. null bytes
+            raise ValueError(f"cannot parse the code: {exc}") from None
+        if not any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == "score" for n in tree.body):
+            raise ValueError("the code must define a top-level function score(prompt, completion, **fields)")
+        return code
 
 
 class CodeExecParams(Params):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainers.rewards.criteria import contains, exact_match, length, regex  # noqa: F401  (they register)
+from trainers.rewards.criteria import code_exec, contains, exact_match, length, python, regex  # noqa: F401  (they register)
 from trainers.rewards.criteria.base import CRITERIA, Criterion
 
 

@@ -1,0 +1,72 @@
+"""python: a user-written `score(prompt, completion, **fields)` run in a sandbox worker.
+
+One worker process per batch loads the code once and scores every sample, each call with
+its own time limit. A call that raises scores 0 with the error; a call that hangs or kills
+the process (os._exit, segfault, memory) scores 0 with the reason, and a fresh worker
+takes the remaining samples. Code that cannot load (syntax error, failing import) gives
+every sample of the batch that error.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from trainers.report import CriterionScore
+from trainers.rewards.catalog import PythonParams
+from trainers.rewards.criteria.base import CRITERIA, Criterion, clip_text, failure
+from trainers.rewards.sample import Sample
+from trainers.rewards.sandbox import Limits, SandboxError, Worker
+
+
+def to_score(value: Any) -> CriterionScore:
+    """Turn what score() returned (float, bool, or (float, str)) into a score; anything else is an error."""
+    explanation = ""
+    if isinstance(value, list | tuple) and len(value) == 2:  # a tuple arrives from the sandbox as a list
+        value, explanation = value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return failure(f"score() returned {clip_text(repr(value), 80)}; expected a number or (number, explanation)")
+    if not math.isfinite(value):
+        return failure(f"score() returned {value}")
+    return CriterionScore(float(value), clip_text(str(explanation)) if explanation else f"score() returned {value:g}")
+
+
+def call_kwargs(sample: Sample) -> dict[str, Any]:
+    fields = {k: v for k, v in sample.fields.items() if k not in ("prompt", "completion")}
+    return {"prompt": sample.prompt, "completion": sample.completion, **fields}
+
+
+@CRITERIA.register("python")
+class Python(Criterion):
+    params_model = PythonParams
+    params: PythonParams
+    runs_elsewhere = True
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(timeout_s=self.params.timeout_s, memory_mb=self.params.memory_mb)
+
+    def score_batch(self, samples: list[Sample]) -> list[CriterionScore]:
+        results: list[CriterionScore] = []
+        worker: Worker | None = None
+        load_error: str | None = None
+        try:
+            for i, sample in enumerate(samples):
+                if load_error is None and worker is None:
+                    try:
+                        worker = Worker.start(self.limits, source=self.params.code, calls=len(samples) - i)
+                    except SandboxError as exc:
+                        load_error = str(exc)
+                if load_error is not None:
+                    results.append(failure(load_error))
+                    continue
+                assert worker is not None
+                outcome = worker.call(**call_kwargs(sample))
+                if outcome.crashed:  # the process is gone or hung: a fresh one takes the next sample
+                    worker.close()
+                    worker = None
+                results.append(to_score(outcome.value) if outcome.ok else failure(outcome.error))
+        finally:
+            if worker is not None:
+                worker.close()
+        return results
