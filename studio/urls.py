@@ -3,4 +3,7 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("studio.front_urls")),
     path("api/", include("studio.api.urls")),
+    # Workers and GPUs (studio.fleet): /fleet/ and /api/fleet/.
+    path("", include("studio.fleet.urls")),
+    path("api/", include("studio.fleet.api_urls")),
 ]
