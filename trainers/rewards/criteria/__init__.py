@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainers.rewards.criteria import code_exec, contains, exact_match, length, python, regex  # noqa: F401  (they register)
+from trainers.rewards.criteria import (  # noqa: F401  (importing registers them)
+    code_exec,
+    contains,
+    exact_match,
+    length,
+    math_equiv,
+    python,
+    regex,
+)
 from trainers.rewards.criteria.base import CRITERIA, Criterion
 
 

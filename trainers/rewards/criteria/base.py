@@ -74,9 +74,10 @@ def clip_text(text: str, limit: int = MAX_TEXT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def quoted(text: str, limit: int = 60) -> str:
-    """repr() of a value cut short, for explanations like "expected '42', got '41'"."""
-    return repr(clip_text(str(text), limit))
+def quoted(text: object, limit: int = 60) -> str:
+    """A value in single quotes, cut short, newlines shown as \\n, for explanations like "expected '42', got '41'".
+    Not repr(): LaTeX answers would show doubled backslashes."""
+    return "'" + clip_text(str(text), limit).replace("\n", "\\n") + "'"
 
 
 def reference(sample: Sample, field_name: str) -> Any:
