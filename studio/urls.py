@@ -6,4 +6,6 @@ urlpatterns = [
     # Workers and GPUs (studio.fleet): /fleet/ and /api/fleet/.
     path("", include("studio.fleet.urls")),
     path("api/", include("studio.fleet.api_urls")),
+    # Run page engineer: curves API + plotly.js (studio.curves), notes/share/compare and pages (studio.sharing).
+    path("", include("studio.curves.urls")),
 ]

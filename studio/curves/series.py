@@ -1,0 +1,121 @@
+"""Downsampled metric series straight from the database.
+
+Same buckets as `studio.curves.downsample` (equal-width over the x range, mean x, mean y,
+min y, max y, the right edge folded into the last bucket) but computed with GROUP BY, so
+a curve of 100,000 points sends ~1,000 rows from the database to Python, not 100,000.
+Works on SQLite and PostgreSQL alike (Floor, Least and aggregates only).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from django.db.models import Avg, F, FloatField, Max, Min, QuerySet, Value
+from django.db.models.functions import Floor, Least
+
+from studio.curves.downsample import DEFAULT_POINTS, MAX_POINTS, Series, bucket_width
+from studio.runs.models import MetricPoint
+
+X_COLUMNS = {"step": "step", "time": "wall_time"}
+
+
+@dataclass(frozen=True)
+class Window:
+    """What the client asked for: which x, which part of it, how many buckets at most."""
+
+    x: str = "step"
+    start: float | None = None
+    end: float | None = None
+    points: int = DEFAULT_POINTS
+
+    def __post_init__(self) -> None:
+        if self.x not in X_COLUMNS:
+            raise ValueError(f"x must be one of {', '.join(X_COLUMNS)}, got {self.x!r}")
+        if not 1 <= self.points <= MAX_POINTS:
+            raise ValueError(f"points must be between 1 and {MAX_POINTS}, got {self.points}")
+        if self.start is not None and self.end is not None and self.start > self.end:
+            raise ValueError(f"start ({self.start}) is after end ({self.end})")
+
+    @property
+    def column(self) -> str:
+        return X_COLUMNS[self.x]
+
+
+def metric_keys(run_id: int) -> list[str]:
+    """Distinct metric keys of a run, sorted.
+
+    A loose index scan: one `MIN(key) WHERE key > previous` per key walks the (run, key, step)
+    index, where `SELECT DISTINCT key` would read every point of the run (2,000,000 at 20
+    keys x 100,000 steps).
+    """
+    keys: list[str] = []
+    points = MetricPoint.objects.filter(run_id=run_id)
+    while True:
+        rest = points.filter(key__gt=keys[-1]) if keys else points
+        key = rest.aggregate(k=Min("key"))["k"]
+        if key is None:
+            return keys
+        keys.append(key)
+
+
+def _points(run_id: int, key: str, window: Window) -> QuerySet:
+    # Finite values only: this range test also drops NaN (NULL on SQLite, above +inf on PostgreSQL).
+    qs = MetricPoint.objects.filter(run_id=run_id, key=key, value__gt=-math.inf, value__lt=math.inf)
+    if window.start is not None:
+        qs = qs.filter(**{f"{window.column}__gte": window.start})
+    if window.end is not None:
+        qs = qs.filter(**{f"{window.column}__lte": window.end})
+    return qs
+
+
+def _x_range(qs: QuerySet, col: str) -> tuple[float, float]:
+    """(first x, last x) of a non-empty queryset.
+
+    On `step` these are two short walks of the (run, key, step) index; other columns have no
+    index, so one MIN/MAX pass is cheaper than two sorts.
+    """
+    if col == "step":
+        lo = qs.order_by(col).values_list(col, flat=True).first()
+        hi = qs.order_by(f"-{col}").values_list(col, flat=True).first()
+    else:
+        lo, hi = qs.aggregate(lo=Min(col), hi=Max(col)).values()
+    return float(lo), float(hi)
+
+
+def key_series(run_id: int, key: str, window: Window) -> Series:
+    """One key's series in the window: raw when it fits in `points`, else bucketed in SQL.
+
+    Cost: three short indexed queries plus, for long series, one GROUP BY pass over the
+    key's points in the window (about 30 ms per 100,000 points on SQLite).
+    """
+    col = window.column
+    qs = _points(run_id, key, window)
+    out = Series()
+    # Counting stops at points + 1: we only need to know whether the series fits.
+    if qs[: window.points + 1].count() <= window.points:
+        for x, y in qs.order_by(col, "id").values_list(col, "value"):
+            out.append(float(x), y, y, y)
+        return out
+    lo, hi = _x_range(qs, col)
+    width = bucket_width(lo, hi, window.points)
+    bucket = Least(
+        Floor((F(col) - Value(lo)) / Value(width), output_field=FloatField()),
+        Value(float(window.points - 1)),
+        output_field=FloatField(),
+    )
+    rows = (
+        qs.annotate(bucket=bucket)
+        .values("bucket")
+        .annotate(x=Avg(col), y=Avg("value"), y_min=Min("value"), y_max=Max("value"))
+        .order_by("bucket")
+        .values_list("x", "y", "y_min", "y_max")
+    )
+    for x, y, y_min, y_max in rows:
+        out.append(float(x), y, y_min, y_max)
+    return out
+
+
+def run_series(run_id: int, keys: list[str], window: Window) -> dict[str, Series]:
+    """Series for several keys of one run (one bucketed query per key)."""
+    return {key: key_series(run_id, key, window) for key in keys}

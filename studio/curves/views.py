@@ -1,0 +1,62 @@
+"""`/api/runs/<id>/metrics/`: a run's curves, downsampled on the server.
+
+The response's `cursor` is the run's latest event seq, read *before* the points: the page
+connects to the websocket with `?after=cursor`, so a point written meanwhile arrives twice
+at worst (the page drops it by step), never zero times.
+"""
+
+from __future__ import annotations
+
+from django.http import Http404
+from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from studio.curves.downsample import DEFAULT_POINTS
+from studio.curves.series import Window, metric_keys, run_series
+from studio.runs.access import viewable_run
+
+
+def _number(params, name: str, cast=float):
+    raw = params.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        return cast(raw)
+    except ValueError:
+        raise ValidationError({name: f"must be a number, got {raw!r}"}) from None
+
+
+def window_from(params) -> Window:
+    """The Window a query string asks for; a 400 naming the parameter when it is wrong."""
+    points = _number(params, "points", int)
+    try:
+        return Window(
+            x=params.get("x") or "step",
+            start=_number(params, "start"),
+            end=_number(params, "end"),
+            points=DEFAULT_POINTS if points is None else points,
+        )
+    except ValueError as err:
+        raise ValidationError({"detail": str(err)}) from None
+
+
+class RunMetricsView(APIView):
+    # Access is decided by viewable_run: team members, or anyone holding a live share link.
+    permission_classes = [AllowAny]
+
+    def get(self, request: Request, run_id: int) -> Response:
+        run = viewable_run(request.user, run_id, share_token=request.query_params.get("share"))
+        if run is None:
+            raise Http404("not found")
+        window = window_from(request.query_params)
+        cursor = run.last_seq
+        all_keys = metric_keys(run.pk)
+        wanted = request.query_params.get("keys")
+        keys = [k for k in wanted.split(",") if k in all_keys] if wanted else all_keys
+        series = run_series(run.pk, keys, window)
+        return Response(
+            {"cursor": cursor, "x": window.x, "keys": all_keys, "series": {k: s.as_dict() for k, s in series.items()}}
+        )
