@@ -27,7 +27,7 @@ def plotly_version() -> str:
 def _bundle() -> tuple[bytes, bytes, str]:
     """(raw bytes, gzipped bytes, etag). Reads and compresses the file once per process."""
     raw = (files("plotly") / "package_data" / "plotly.min.js").read_bytes()
-    etag = '"plotly-%s-%s"' % (plotly_version(), hashlib.sha256(raw).hexdigest()[:16])
+    etag = f'"plotly-{plotly_version()}-{hashlib.sha256(raw).hexdigest()[:16]}"'
     return raw, gzip.compress(raw, compresslevel=6, mtime=0), etag
 
 
