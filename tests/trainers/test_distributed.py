@@ -1,0 +1,65 @@
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from trainers.distributed import DistInfo, dist_info, shard, torchrun_command, without_nproc
+
+from .distributed_worker import LR, SEQUENCES, sequence_loss
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_process_without_torchrun_variables_is_a_single_process():
+    info = dist_info({})
+    assert (info.rank, info.world_size, info.is_main, info.enabled) == (0, 1, True, False)
+
+
+def test_torchrun_variables_place_the_process():
+    info = dist_info({"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4"})
+    assert (info.rank, info.local_rank, info.world_size, info.is_main) == (3, 1, 4, False)
+
+
+def test_shards_split_a_batch_without_overlap():
+    items = list(range(7))
+    shards = [shard(items, DistInfo(rank=r, world_size=3)) for r in range(3)]
+    assert shards == [[0, 3, 6], [1, 4], [2, 5]]
+
+
+def test_the_launcher_reruns_the_cli_under_torchrun_without_nproc():
+    cmd = torchrun_command(without_nproc(["run", "spec.yaml", "--nproc", "4", "--quiet"]), 4)
+    assert cmd[1:] == [
+        "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4", "-m", "trainers", "run", "spec.yaml", "--quiet",
+    ]  # fmt: skip
+    assert without_nproc(["run", "--nproc=2", "s.yaml"]) == ["run", "s.yaml"]
+
+
+def test_nproc_must_be_positive():
+    with pytest.raises(ValueError, match="--nproc"):
+        torchrun_command(["run"], 0)
+
+
+@pytest.mark.timeout(120)
+def test_two_processes_take_the_same_step_as_one_process_on_the_whole_batch(tiny_model_path, tmp_path):
+    """Two gloo processes (CPU), each on half the batch with averaged gradients, end with identical
+    weights equal to one full-batch step: data parallelism changes nothing but the speed."""
+    cmd = torchrun_command([str(tiny_model_path), str(tmp_path)], 2, module="tests.trainers.distributed_worker")
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=110)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+    for name, tensor in ranks[0]["end"].items():
+        assert torch.equal(tensor, ranks[1]["end"][name]), name
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+    model.load_state_dict(ranks[0]["start"])  # rank 0's perturbed weights, which were broadcast
+    loss = (sequence_loss(model, SEQUENCES[0::2]) + sequence_loss(model, SEQUENCES[1::2])) / 2
+    loss.backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= LR * p.grad
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(ranks[0]["end"][name], tensor, atol=1e-6, rtol=1e-5)
+    assert ranks[0]["metrics"]["rank"] == 0.5  # (0 + 1) / 2
+    assert ranks[0]["metrics"]["loss"] == pytest.approx(loss.item(), rel=1e-5)
