@@ -8,4 +8,5 @@ urlpatterns = [
     path("api/", include("studio.fleet.api_urls")),
     # Run page engineer: curves API + plotly.js (studio.curves), notes/share/compare and pages (studio.sharing).
     path("", include("studio.curves.urls")),
+    path("", include("studio.sharing.urls")),
 ]

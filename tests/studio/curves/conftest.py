@@ -1,10 +1,12 @@
-"""Who may see a run's curves: alice owns team A, bob is a viewer in it, charlie is in no team.
-Members of any role read curves; everyone else gets 404 as if the run did not exist."""
+"""Named users for the run page's tests (curves here, notes/share/compare in ../sharing):
+alice owns team A, erin is an editor in it, bob is a viewer in it, charlie is in no team.
+Members of any role read a run; owners and editors write notes and share links;
+everyone else gets 404 as if the run did not exist."""
 
 import pytest
 from rest_framework.test import APIClient
 
-from studio.accounts.models import OWNER, VIEWER, Team
+from studio.accounts.models import EDITOR, OWNER, VIEWER, Team
 from studio.runs.models import MetricPoint, Run
 
 
@@ -24,6 +26,13 @@ def alice(team, django_user_model):
 def bob(team, django_user_model):
     user = django_user_model.objects.create_user("bob", password="pw-bob-123")
     team.add_member(user, VIEWER)
+    return user
+
+
+@pytest.fixture
+def erin(team, django_user_model):
+    user = django_user_model.objects.create_user("erin", password="pw-erin-123")
+    team.add_member(user, EDITOR)
     return user
 
 

@@ -1,0 +1,160 @@
+"""JSON API of notes, share links and compare.
+
+    GET/POST /api/runs/<id>/notes/          list (?rollout=&tag=&q=) / add (owners, editors)
+    DELETE   /api/notes/<id>/               the author or a team owner
+    GET/POST /api/runs/<id>/share-links/    owners and editors
+    POST     /api/share-links/<id>/revoke/  owners and editors; closes live websockets
+    GET      /api/compare/?runs=1,2,3       team members of every run
+
+Reads accept a share token (`?share=`) through viewable_run; writes never do.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Q
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+from rest_framework import serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from studio.accounts.models import OWNER
+from studio.accounts.permissions import EDIT, check, role_in
+from studio.runs.access import viewable_run
+from studio.runs.models import Rollout, Run
+from studio.sharing.compare import differences
+from studio.sharing.models import TAG_MAX, TEXT_MAX, Note, ShareLink
+
+MAX_COMPARE = 12
+NOTES_LIMIT = 500
+
+
+def _readable_run(request: Request, run_id: int) -> Run:
+    run = viewable_run(request.user, run_id, share_token=request.query_params.get("share"))
+    if run is None:
+        raise Http404("not found")
+    return run
+
+
+def _may_delete(user, note: Note, owner_team_ids: set[int]) -> bool:
+    return user.is_authenticated and (note.author_id == user.pk or note.run.team_id in owner_team_ids)
+
+
+class NoteIn(serializers.Serializer):
+    text = serializers.CharField(max_length=TEXT_MAX, trim_whitespace=True)
+    tag = serializers.CharField(max_length=TAG_MAX, required=False, allow_blank=True, default="")
+    rollout = serializers.IntegerField(required=False, allow_null=True, default=None)
+
+
+class RunNotesView(APIView):
+    permission_classes = [AllowAny]  # reads: viewable_run decides; writes: check(..., EDIT)
+
+    def get(self, request: Request, run_id: int) -> Response:
+        run = _readable_run(request, run_id)
+        notes = Note.objects.filter(run=run).select_related("rollout", "author", "run")
+        params = request.query_params
+        if params.get("rollout"):
+            notes = notes.filter(rollout_id=params["rollout"])
+        if params.get("tag"):
+            notes = notes.filter(tag=params["tag"])
+        if params.get("q"):
+            notes = notes.filter(Q(text__icontains=params["q"]) | Q(tag__icontains=params["q"]))
+        owner_of = {run.team_id} if role_in(request.user, run.team_id) == OWNER else set()
+        return Response({"results": [n.as_dict(_may_delete(request.user, n, owner_of)) for n in notes[:NOTES_LIMIT]]})
+
+    def post(self, request: Request, run_id: int) -> Response:
+        run = get_object_or_404(Run, pk=run_id)
+        check(request.user, run, EDIT)
+        data = NoteIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        rollout = None
+        if data.validated_data["rollout"] is not None:
+            rollout = Rollout.objects.filter(run=run, pk=data.validated_data["rollout"]).first()
+            if rollout is None:
+                raise ValidationError({"rollout": f"run {run.pk} has no rollout {data.validated_data['rollout']}"})
+        note = Note.objects.create(
+            run=run,
+            rollout=rollout,
+            author=request.user,
+            tag=data.validated_data["tag"],
+            text=data.validated_data["text"],
+        )
+        return Response(note.as_dict(can_delete=True), status=status.HTTP_201_CREATED)
+
+
+class NoteView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    def delete(self, request: Request, note_id: int) -> Response:
+        note = get_object_or_404(Note.objects.select_related("run"), pk=note_id)
+        role = role_in(request.user, note.run.team_id)
+        if role is None:
+            raise Http404("not found")
+        if not _may_delete(request.user, note, {note.run.team_id} if role == OWNER else set()):
+            return Response({"detail": "only the author or a team owner deletes a note"}, status=403)
+        note.delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ShareLinkIn(serializers.Serializer):
+    label = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+
+
+class RunShareLinksView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    def get(self, request: Request, run_id: int) -> Response:
+        run = get_object_or_404(Run, pk=run_id)
+        check(request.user, run, EDIT)
+        links = run.share_links.select_related("created_by")
+        return Response({"results": [link.as_dict() for link in links]})
+
+    def post(self, request: Request, run_id: int) -> Response:
+        run = get_object_or_404(Run, pk=run_id)
+        check(request.user, run, EDIT)
+        data = ShareLinkIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        link = ShareLink.objects.create(run=run, label=data.validated_data["label"], created_by=request.user)
+        return Response(link.as_dict(), status=status.HTTP_201_CREATED)
+
+
+class RevokeShareLinkView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    def post(self, request: Request, link_id: int) -> Response:
+        link = get_object_or_404(ShareLink.objects.select_related("run", "created_by"), pk=link_id)
+        check(request.user, link.run, EDIT)
+        link.revoke()
+        return Response(link.as_dict())
+
+
+def parse_run_ids(raw: str | None) -> list[int]:
+    """`1,2,3` -> [1, 2, 3] (order kept, repeats dropped); a 400 naming `runs` otherwise."""
+    try:
+        ids = list(dict.fromkeys(int(part) for part in (raw or "").split(",") if part.strip()))
+    except ValueError:
+        raise ValidationError({"runs": f"must be run ids separated by commas, got {raw!r}"}) from None
+    if not ids:
+        raise ValidationError({"runs": "pick at least one run"})
+    if len(ids) > MAX_COMPARE:
+        raise ValidationError({"runs": f"compare at most {MAX_COMPARE} runs at once"})
+    return ids
+
+
+class CompareView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    def get(self, request: Request) -> Response:
+        ids = parse_run_ids(request.query_params.get("runs"))
+        runs = []
+        for run_id in ids:
+            run = viewable_run(request.user, run_id)
+            if run is None:
+                raise Http404(f"run {run_id} not found")
+            runs.append(run)
+        return Response(
+            {"runs": [run.summary() for run in runs], "differences": differences([run.spec for run in runs])}
+        )

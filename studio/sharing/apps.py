@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SharingConfig(AppConfig):
+    name = "studio.sharing"
+    verbose_name = "Notes, share links and compare"
