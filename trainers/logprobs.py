@@ -62,13 +62,14 @@ def _accepts_logits_to_keep(model) -> bool:
 
 
 def token_logprobs(
-    model, batch: TokenBatch, *, temperature: float = 1.0, with_entropy: bool = False
+    model, batch: TokenBatch, *, temperature: float = 1.0, with_entropy: bool = False, entropy_grad: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log pi(token) of each completion token, and optionally the entropy of pi at that position.
 
     Logits are divided by the sampling temperature (as verl and TRL do) so the ratio compares
     the distribution that was sampled from. Returns (logp (B,T), entropy (B,T) or None);
-    values at masked positions are meaningless and must be masked by the caller."""
+    values at masked positions are meaningless and must be masked by the caller. The entropy
+    carries a gradient only with `entropy_grad` (an entropy bonus); otherwise it is a diagnostic."""
     T = batch.completion_mask.shape[1]
     position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)
     kwargs = {"logits_to_keep": T + 1} if _accepts_logits_to_keep(model) else {}
@@ -86,8 +87,9 @@ def token_logprobs(
     logp = logits.gather(-1, batch.completion_ids.unsqueeze(-1)).squeeze(-1) - log_z  # (B, T)
     entropy = None
     if with_entropy:
-        probs = F.softmax(logits, dim=-1)
-        entropy = log_z - (probs * logits).sum(-1)  # (B, T)
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            probs = F.softmax(logits, dim=-1)
+            entropy = log_z - (probs * logits).sum(-1)  # (B, T)
     return logp, entropy
 
 

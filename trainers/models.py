@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -41,14 +42,21 @@ def load_causal_lm(path: str, spec: ModelSpec, device: torch.device | None = Non
     return model.to(device or default_device())
 
 
-def load_policy(spec: ModelSpec, device: torch.device | None = None, *, path: str | None = None):
+def load_policy(spec: ModelSpec, device: torch.device | None = None, *, checkpoint: str | Path | None = None):
     """(model, tokenizer) ready to train: LoRA adapters when `spec.lora`, gradient checkpointing
-    when asked. `path` overrides `spec.path` (a checkpoint folder when resuming or evaluating)."""
-    path = path or spec.path
+    when asked. `checkpoint` (a folder written by `trainers.checkpoint`) replaces the initial
+    weights: full weights, or adapters on top of `spec.path` for a LoRA run."""
+    path = str(checkpoint or spec.path)
     tokenizer = load_tokenizer(path, trust_remote_code=spec.trust_remote_code)
-    model = load_causal_lm(path, spec, device)
-    if spec.lora is not None:
-        model = _with_lora(model, spec, path)
+    if checkpoint is not None and is_adapter_folder(checkpoint):
+        from peft import PeftModel
+
+        base = load_causal_lm(spec.path, spec, device)
+        model = PeftModel.from_pretrained(base, path, is_trainable=True)
+    else:
+        model = load_causal_lm(path, spec, device)
+        if spec.lora is not None:
+            model = _with_lora(model, spec)
     if spec.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if spec.lora is not None:
@@ -57,14 +65,14 @@ def load_policy(spec: ModelSpec, device: torch.device | None = None, *, path: st
     return model, tokenizer
 
 
-def _with_lora(model, spec: ModelSpec, path: str):
-    """Fresh adapters, or the saved ones when `path` holds a peft checkpoint (adapter_config.json)."""
-    from pathlib import Path
+def is_adapter_folder(path: str | Path) -> bool:
+    """A peft adapter folder (LoRA checkpoint) rather than full weights."""
+    return (Path(path) / "adapter_config.json").exists()
 
-    from peft import LoraConfig, PeftModel, get_peft_model
 
-    if (Path(path) / "adapter_config.json").exists():
-        return PeftModel.from_pretrained(model, path, is_trainable=True)
+def _with_lora(model, spec: ModelSpec):
+    from peft import LoraConfig, get_peft_model
+
     lora = spec.lora
     config = LoraConfig(
         r=lora.r,

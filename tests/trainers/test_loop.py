@@ -1,0 +1,118 @@
+import math
+
+import pytest
+
+from tests.trainers.helpers import tiny_spec
+from trainers.loop import lr_lambda, train
+from trainers.report import MemoryReporter
+
+STEP_KEYS = {
+    "reward/mean", "reward/std", "reward/letter/mean", "reward/frac_zero_std_groups",
+    "advantage/mean", "advantage/std", "advantage/min", "advantage/max",
+    "actor/loss", "actor/entropy", "actor/clip_frac_low", "actor/clip_frac_high", "actor/ppo_kl",
+    "actor/grad_norm", "actor/lr", "response/length_mean", "response/length_max", "response/truncated_frac",
+    "timing/generate_s", "timing/score_s", "timing/train_s", "timing/step_s", "perf/tokens_per_s", "data/epoch",
+}  # fmt: skip
+
+
+def test_a_run_reports_status_metrics_rollouts_and_a_final_checkpoint(tiny_model_path, tmp_path):
+    reporter = MemoryReporter()
+    result = train(tiny_spec(tiny_model_path, tmp_path), reporter)
+    assert result.status == "succeeded" and result.steps == 3
+    assert reporter.states[0][0] == "running" and reporter.states[-1] == ("succeeded", "3 steps")
+    assert [step for step, _ in reporter.metric_points] == [1, 2, 3]
+    assert set(reporter.metric_points[0][1]) >= STEP_KEYS
+    assert all(math.isfinite(v) for _, values in reporter.metric_points for v in values.values())
+    step, rollouts = reporter.rollout_batches[0]
+    assert step == 1 and len(rollouts) == 2 * 4
+    assert {r.sample_index for r in rollouts} == {0, 1, 2, 3}
+    assert all(r.finish_reason in ("stop", "length") and 1 <= r.num_tokens <= 6 for r in rollouts)
+    assert all(set(r.scores) == {"letter"} for r in rollouts)
+    assert reporter.checkpoints == [(3, str(tmp_path / "out" / "checkpoints" / "step-3"))]
+    assert result.checkpoint == reporter.checkpoints[-1][1]
+
+
+def test_rollout_rewards_and_advantages_agree_with_the_metrics(tiny_model_path, tmp_path):
+    reporter = MemoryReporter()
+    train(tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 1}), reporter)
+    (_, rollouts), (_, metrics) = reporter.rollout_batches[0], reporter.metric_points[0]
+    rewards = [r.reward for r in rollouts]
+    assert sum(rewards) / len(rewards) == pytest.approx(metrics["reward/mean"])
+    for prompt_id in {r.prompt_id for r in rollouts}:
+        group = [r for r in rollouts if r.prompt_id == prompt_id]
+        if len({r.reward for r in group}) > 1:  # GRPO: advantages of a group are centred
+            assert sum(r.advantage for r in group) == pytest.approx(0.0, abs=1e-5)
+            best = max(group, key=lambda r: r.reward)
+            assert best.advantage == max(r.advantage for r in group) > 0
+
+
+def test_the_rubric_scores_the_completion_not_the_prompt(tiny_model_path, tmp_path):
+    # The prompt "Repeat the letter: a" contains the letter: a rubric that saw it would give every
+    # completion some credit for 'a'. Completions without the letter must score exactly 0.
+    reporter = MemoryReporter()
+    train(tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 1}), reporter)
+    for r in reporter.rollout_batches[0][1]:
+        letter = r.prompt[-1]
+        if letter not in r.completion:
+            assert r.reward == 0.0
+
+
+def test_should_stop_ends_the_run_between_steps_with_a_checkpoint(tiny_model_path, tmp_path):
+    reporter = MemoryReporter()
+    result = train(tiny_spec(tiny_model_path, tmp_path), reporter, should_stop=lambda: len(reporter.metric_points) >= 1)
+    assert result.status == "cancelled" and result.steps == 1
+    assert reporter.states[-1] == ("cancelled", "stopped at step 1")
+    assert [s for s, _ in reporter.checkpoints] == [1]
+
+
+def test_kl_ppo_epochs_and_dapo_filters_run_together(tiny_model_path, tmp_path):
+    spec = tiny_spec(
+        tiny_model_path,
+        tmp_path,
+        algorithm={
+            "group_size": 4, "kl_beta": 0.1, "kl_estimator": "k3", "ppo_epochs": 2, "dynamic_sampling": True,
+            "dynamic_sampling_max_rounds": 2, "overlong_penalty": True, "overlong_buffer": 2, "overlong_filter": True,
+            "entropy_coef": 0.01, "clip_ratio_high": 0.28, "dual_clip_c": 3.0,
+        },
+        optim={"total_steps": 2},
+    )  # fmt: skip
+    reporter = MemoryReporter()
+    assert train(spec, reporter).status == "succeeded"
+    for _, m in reporter.metric_points:
+        assert m["data/generation_rounds"] in (1.0, 2.0)
+        if "actor/kl" in m:  # after the first update the policy differs from the reference
+            assert m["actor/kl"] >= 0
+    assert reporter.metric_points[1][1].get("actor/ppo_kl") is not None
+
+
+def test_kl_in_the_reward_with_rloo(tiny_model_path, tmp_path):
+    spec = tiny_spec(
+        tiny_model_path,
+        tmp_path,
+        algorithm={
+            "group_size": 4,
+            "advantage_estimator": "rloo",
+            "kl_beta": 0.05,
+            "kl_estimator": "k1",
+            "kl_in_reward": True,
+        },
+        optim={"total_steps": 2},
+    )
+    assert train(spec, MemoryReporter()).status == "succeeded"
+
+
+def test_a_bad_dataset_fails_the_run_with_the_reason(tiny_model_path, tmp_path):
+    spec = tiny_spec(tiny_model_path, tmp_path)
+    spec.data.prompt_field = "question"
+    reporter = MemoryReporter()
+    with pytest.raises(ValueError, match="field 'question' is missing"):
+        train(spec, reporter)
+    assert reporter.states[-1][0] == "failed"
+    assert "field 'question' is missing" in reporter.states[-1][1]
+
+
+def test_learning_rate_schedules_warm_up_then_decay():
+    assert [lr_lambda("constant", 2, 10)(s) for s in (0, 1, 2, 9)] == pytest.approx([1 / 3, 2 / 3, 1, 1])
+    assert lr_lambda("linear", 0, 10)(5) == pytest.approx(0.5)
+    assert lr_lambda("cosine", 0, 10)(5) == pytest.approx(0.5)
+    assert lr_lambda("cosine", 0, 10)(10) == pytest.approx(0.0)

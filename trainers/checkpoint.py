@@ -1,0 +1,117 @@
+"""Checkpoints: everything needed to continue a run exactly where it stopped.
+
+    <output_dir>/checkpoints/step-<N>/
+        model weights + tokenizer (save_pretrained; LoRA runs save only the adapters)
+        trainer_state.pt: step, optimiser, scheduler, data position, engine state and the
+                          random states of python, numpy and torch (CPU and CUDA)
+
+A resumed run samples the same prompts and the same completions as one that never
+stopped, because all of that state is restored. The folder is written under a temporary
+name and renamed when complete, so 'latest' never picks a half-written checkpoint.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from trainers.spec import CheckpointSpec
+
+if TYPE_CHECKING:
+    from trainers.loop import Trainer
+
+STATE_FILE = "trainer_state.pt"
+_STEP_DIR = re.compile(r"step-(\d+)")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint to resume from is missing or incomplete."""
+
+
+def checkpoints_root(output_dir: str | Path) -> Path:
+    return Path(output_dir) / "checkpoints"
+
+
+def list_checkpoints(output_dir: str | Path) -> list[Path]:
+    """Complete checkpoints, oldest first."""
+    root = checkpoints_root(output_dir)
+    if not root.is_dir():
+        return []
+    found = [
+        (int(m.group(1)), p) for p in root.iterdir() if (m := _STEP_DIR.fullmatch(p.name)) and (p / STATE_FILE).exists()
+    ]
+    return [p for _, p in sorted(found)]
+
+
+def resolve_resume(spec: CheckpointSpec) -> Path:
+    """The folder named by `resume_from`: 'latest' is the newest complete one under output_dir."""
+    if spec.resume_from == "latest":
+        found = list_checkpoints(spec.output_dir)
+        if not found:
+            raise CheckpointError(f"resume_from='latest' but {checkpoints_root(spec.output_dir)} holds no checkpoint")
+        return found[-1]
+    path = Path(spec.resume_from)
+    if not (path / STATE_FILE).exists():
+        raise CheckpointError(f"{path} is not a checkpoint folder (no {STATE_FILE})")
+    return path
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(trainer: Trainer) -> Path:
+    """Write step-<N> for the trainer's current step, then drop all but the newest `keep_last`."""
+    spec = trainer.spec.checkpoint
+    final = checkpoints_root(spec.output_dir) / f"step-{trainer.step_count}"
+    tmp = final.with_name(final.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    trainer.model.save_pretrained(tmp)
+    trainer.tokenizer.save_pretrained(tmp)
+    torch.save(
+        {
+            "step": trainer.step_count,
+            "optimizer": trainer.optimizer.state_dict(),
+            "scheduler": trainer.scheduler.state_dict(),
+            "data": trainer.source.state_dict(),
+            "engine": trainer.engine.state_dict(),
+            "rng": rng_state(),
+        },
+        tmp / STATE_FILE,
+    )
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    for old in list_checkpoints(spec.output_dir)[: -spec.keep_last]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_trainer_state(trainer: Trainer, path: str | Path) -> None:
+    """Restore what `save_checkpoint` wrote, except the weights (loaded with the model)."""
+    # weights_only=False: the file is our own and holds numpy/python RNG state tuples.
+    state = torch.load(Path(path) / STATE_FILE, map_location="cpu", weights_only=False)
+    trainer.step_count = int(state["step"])
+    trainer.optimizer.load_state_dict(state["optimizer"])
+    trainer.scheduler.load_state_dict(state["scheduler"])
+    trainer.source.load_state_dict(state["data"])
+    trainer.engine.load_state_dict(state["engine"])
+    set_rng_state(state["rng"])
+    trainer.last_checkpoint = str(path)

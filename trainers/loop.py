@@ -1,0 +1,457 @@
+"""The GRPO-family training loop: `train(spec, reporter, should_stop) -> RunResult`.
+
+One step, in the order of the algorithm (`Trainer.step`):
+
+    sample prompts -> generate a group per prompt -> score the completions with the rubric
+    -> (DAPO) soft overlong penalty, drop groups whose rewards all agree and draw more
+    -> old / reference logprobs -> token rewards -> advantages
+    -> ppo_epochs x (micro-batches: policy loss + KL term - entropy bonus, accumulated)
+       -> clip grad -> optimiser step -> scheduler step
+    -> metrics + rollouts to the reporter -> checkpoint every N steps
+
+Every choice between methods is a registry lookup by the name in the spec
+(`trainers.algorithms`), never an if-chain here.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from trainers.algorithms.advantages import ADVANTAGES
+from trainers.algorithms.aggregation import aggregate_loss, aggregation_units
+from trainers.algorithms.filters import groups_with_reward_spread, overlong_loss_mask, overlong_soft_penalty
+from trainers.algorithms.kl import kl_penalty
+from trainers.algorithms.masked import masked_mean
+from trainers.algorithms.policy_losses import POLICY_LOSSES
+from trainers.data import Prompt, PromptSource, load_prompts
+from trainers.engines.base import Generation, RolloutEngine, SamplingParams, create_engine
+from trainers.engines.mismatch import logprob_gap, tis_clip_frac, tis_weights
+from trainers.logprobs import TokenBatch, batched_logprobs, token_logprobs
+from trainers.models import Reference, default_device, load_policy, load_reference, trainable_parameters
+from trainers.report import Reporter, Rollout
+from trainers.rewards.rubric import Rubric
+from trainers.rewards.sample import RubricResult, Sample
+from trainers.spec import RunSpec
+
+
+@dataclass
+class RunResult:
+    status: str  # "succeeded" | "cancelled" | "failed"
+    steps: int  # optimiser steps completed (including those before a resume)
+    metrics: dict[str, float] = field(default_factory=dict)  # the last step's
+    checkpoint: str | None = None  # the last checkpoint written
+    detail: str = ""
+
+
+@dataclass
+class Group:
+    """The completions sampled for one prompt, with their rubric results and rewards."""
+
+    prompt: Prompt
+    generations: list[Generation]
+    results: list[RubricResult]
+    rewards: list[float]  # rubric reward (+ soft overlong penalty)
+    advantages: list[float] = field(default_factory=list)  # sequence-level, set when trained on
+
+    has_spread: bool = True  # rewards not all equal (else no group estimator gives it a signal)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def lr_lambda(schedule: str, warmup_steps: int, total_steps: int) -> Callable[[int], float]:
+    """Multiplier of the peak lr at scheduler step s: linear warm-up, then constant / linear / cosine decay."""
+
+    def factor(s: int) -> float:
+        if s < warmup_steps:
+            return (s + 1) / (warmup_steps + 1)
+        progress = min(1.0, (s - warmup_steps) / max(1, total_steps - warmup_steps))
+        if schedule == "linear":
+            return 1.0 - progress
+        if schedule == "cosine":
+            return 0.5 * (1.0 + math.cos(math.pi * progress))
+        return 1.0
+
+    return factor
+
+
+def train(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] = lambda: False) -> RunResult:
+    """Run `spec` to the end (or until `should_stop()`), reporting as it goes.
+
+    Reports status "running", then "succeeded" / "cancelled"; on an error, logs the traceback,
+    reports "failed" with the message, and re-raises so the caller sees the exception."""
+    reporter.status("running", spec.name)
+    trainer = None
+    try:
+        trainer = Trainer(spec, reporter)
+        return trainer.fit(should_stop)
+    except BaseException as exc:
+        reporter.log(traceback.format_exc())
+        reporter.status("failed", f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        if trainer is not None:
+            trainer.close()
+
+
+class Trainer:
+    """Everything a run holds between steps: model, optimiser, engine, rubric, data position."""
+
+    def __init__(self, spec: RunSpec, reporter: Reporter) -> None:
+        from trainers import checkpoint  # the checkpoint module imports this one's types
+
+        self.spec = spec
+        self.reporter = reporter
+        self.step_count = 0
+        seed_everything(spec.optim.seed)
+        resume_dir = checkpoint.resolve_resume(spec.checkpoint) if spec.checkpoint.resume_from else None
+
+        self.device = default_device()
+        self.model, self.tokenizer = load_policy(spec.model, self.device, checkpoint=resume_dir)
+        self.reference: Reference | None = load_reference(
+            spec.model, self.model, spec.algorithm.kl_beta, policy_is_initial=resume_dir is None
+        )
+        self.pad_id = self.tokenizer.pad_token_id
+        self.source = PromptSource(
+            load_prompts(spec.data, self.tokenizer), seed=spec.optim.seed, shuffle=spec.data.shuffle
+        )
+        self.rubric = Rubric.from_spec(spec.rubric)
+        self.engine: RolloutEngine = create_engine(spec, model=self.model, tokenizer=self.tokenizer)
+        self.optimizer = torch.optim.AdamW(
+            trainable_parameters(self.model),
+            lr=spec.optim.lr,
+            betas=(spec.optim.beta1, spec.optim.beta2),
+            weight_decay=spec.optim.weight_decay,
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lr_lambda(spec.optim.lr_scheduler, spec.optim.warmup_steps, spec.optim.total_steps)
+        )
+        self.advantage_fn = ADVANTAGES.get(spec.algorithm.advantage_estimator)
+        self.policy_loss_fn = POLICY_LOSSES.get(spec.algorithm.policy_loss)
+        self.last_checkpoint: str | None = None
+        if resume_dir is not None:
+            checkpoint.load_trainer_state(self, resume_dir)
+            reporter.log(f"resumed from {resume_dir} at step {self.step_count}")
+
+    @property
+    def sampling(self) -> SamplingParams:
+        # Engine logprobs only matter where the sampler is not the trainer (vLLM): to measure
+        # the gap and, with tis_cap, correct for it. The transformers engine samples from the policy.
+        separate_sampler = self.spec.rollout.engine != "transformers"
+        return SamplingParams.from_spec(self.spec, logprobs=separate_sampler or self.spec.algorithm.tis_cap is not None)
+
+    # ------------------------------------------------------------------ the run
+
+    def fit(self, should_stop: Callable[[], bool]) -> RunResult:
+        """Steps until total_steps or until `should_stop()` says so (checked between steps);
+        a final checkpoint either way when `save_final`."""
+        from trainers.checkpoint import save_checkpoint
+
+        spec, reporter = self.spec, self.reporter
+        every = spec.checkpoint.every_n_steps
+        metrics: dict[str, float] = {}
+        stopped = False
+        while self.step_count < spec.optim.total_steps:
+            if should_stop():
+                stopped = True
+                break
+            metrics = self.step()
+            reporter.metrics(self.step_count, metrics)
+            reporter.rollouts(self.step_count, self.rollouts(self.last_groups))
+            reporter.log(
+                f"step {self.step_count}/{spec.optim.total_steps}: reward {metrics['reward/mean']:.3f}"
+                f" loss {metrics.get('actor/loss', float('nan')):.4f} ({metrics['timing/step_s']:.2f}s)"
+            )
+            if every and self.step_count % every == 0:
+                self._save(save_checkpoint)
+        if spec.checkpoint.save_final and self.step_count > 0 and not self._saved_at_current_step():
+            self._save(save_checkpoint)
+        status = "cancelled" if stopped else "succeeded"
+        detail = f"stopped at step {self.step_count}" if stopped else f"{self.step_count} steps"
+        reporter.status(status, detail)
+        return RunResult(status, self.step_count, metrics, self.last_checkpoint, detail)
+
+    def _save(self, save_checkpoint) -> None:
+        path = save_checkpoint(self)
+        self.last_checkpoint = str(path)
+        self.reporter.checkpoint(self.step_count, str(path))
+
+    def _saved_at_current_step(self) -> bool:
+        return self.last_checkpoint is not None and Path(self.last_checkpoint).name == f"step-{self.step_count}"
+
+    def close(self) -> None:
+        self.engine.close()
+        self.rubric.close()
+
+    # ------------------------------------------------------------------ one step
+
+    def step(self) -> dict[str, float]:
+        spec = self.spec
+        started = time.perf_counter()
+        timings: dict[str, float] = {"generate": 0.0, "score": 0.0}
+
+        # 1-3. sample prompts, generate a group per prompt, score (with DAPO dynamic sampling).
+        kept, generated, rounds = self._collect_groups(timings)
+        train_groups = kept[: spec.optim.prompts_per_step]
+        first_round = generated[: spec.optim.prompts_per_step]
+
+        # 4-8. logprobs, advantages, optimisation (skipped when no group carries a signal).
+        train_started = time.perf_counter()
+        metrics: dict[str, float] = {}
+        if train_groups:
+            metrics.update(self._update(train_groups))
+        else:
+            self.reporter.log(f"step {self.step_count + 1}: every group's rewards agree; no update")
+        self.scheduler.step()
+        self.engine.update_weights(self.model)
+        self.step_count += 1
+        self.last_groups = generated
+
+        step_s = time.perf_counter() - started
+        all_gens = [g for grp in first_round for g in grp.generations]
+        num_tokens = sum(len(g.token_ids) for grp in generated for g in grp.generations)
+        metrics.update(
+            self._reward_metrics(first_round)
+            | {
+                "response/length_mean": float(np.mean([len(g.token_ids) for g in all_gens])),
+                "response/length_max": float(max(len(g.token_ids) for g in all_gens)),
+                "response/truncated_frac": float(np.mean([g.finish_reason == "length" for g in all_gens])),
+                "actor/lr": self.scheduler.get_last_lr()[0],
+                "timing/generate_s": timings["generate"],
+                "timing/score_s": timings["score"],
+                "timing/train_s": time.perf_counter() - train_started,
+                "timing/step_s": step_s,
+                "perf/tokens_per_s": num_tokens / step_s,
+                "data/epoch": self.source.epoch + self.source.index / len(self.source.prompts),
+                "data/generation_rounds": float(rounds),
+                "data/groups_kept": float(len(train_groups)),
+            }
+        )
+        return metrics
+
+    def _collect_groups(self, timings: dict[str, float]) -> tuple[list[Group], list[Group], int]:
+        """Groups for this step. With dynamic sampling, groups whose rewards all agree carry no
+        signal (zero advantage) and are dropped; more prompts are drawn until the batch is full
+        or `dynamic_sampling_max_rounds` is reached (DAPO, arXiv:2503.14476, section 3.2).
+        Returns (kept groups, every generated group, rounds used)."""
+        algo, n_prompts = self.spec.algorithm, self.spec.optim.prompts_per_step
+        kept: list[Group] = []
+        generated: list[Group] = []
+        max_rounds = algo.dynamic_sampling_max_rounds if algo.dynamic_sampling else 1
+        rounds = 0
+        while rounds < max_rounds and len(kept) < n_prompts:
+            rounds += 1
+            groups = self._generate_and_score(self.source.next_batch(n_prompts), timings)
+            generated.extend(groups)
+            kept.extend(g for g in groups if g.has_spread or not algo.dynamic_sampling)
+        return kept, generated, rounds
+
+    def _generate_and_score(self, prompts: list[Prompt], timings: dict[str, float]) -> list[Group]:
+        t0 = time.perf_counter()
+        outputs = self.engine.generate([p.token_ids for p in prompts], self.spec.algorithm.group_size, self.sampling)
+        t1 = time.perf_counter()
+        # The rubric sees the completion text only; the prompt is context for criteria that want it.
+        samples = [
+            Sample(prompt=p.row.prompt, completion=g.text, fields=p.row.fields)
+            for p, gens in zip(prompts, outputs, strict=True)
+            for g in gens
+        ]
+        results = self.rubric.score(samples)
+        timings["generate"] += t1 - t0
+        timings["score"] += time.perf_counter() - t1
+
+        algo, G = self.spec.algorithm, self.spec.algorithm.group_size
+        rewards = torch.tensor([r.reward for r in results], dtype=torch.float32)  # (B,)
+        if algo.overlong_penalty:
+            lengths = torch.tensor([len(g.token_ids) for gens in outputs for g in gens])  # (B,)
+            rewards = rewards + overlong_soft_penalty(
+                lengths, self.spec.rollout.max_new_tokens, algo.overlong_buffer, algo.overlong_penalty_factor
+            )
+        group_index = torch.arange(len(prompts)).repeat_interleave(G)  # (B,)
+        spread = groups_with_reward_spread(rewards, group_index)  # (B,)
+        return [
+            Group(
+                p,
+                gens,
+                results[k * G : (k + 1) * G],
+                rewards[k * G : (k + 1) * G].tolist(),
+                has_spread=bool(spread[k * G]),
+            )
+            for k, (p, gens) in enumerate(zip(prompts, outputs, strict=True))
+        ]
+
+    def _update(self, groups: list[Group]) -> dict[str, float]:
+        algo = self.spec.algorithm
+        samples = [(grp, j) for grp in groups for j in range(len(grp.generations))]
+        gens = [grp.generations[j] for grp, j in samples]
+        batch = TokenBatch.build(
+            [grp.prompt.token_ids for grp, _ in samples],
+            [g.token_ids for g in gens],
+            pad_id=self.pad_id,
+            device=self.device,
+        )
+        mask = batch.completion_mask  # (B, T)
+        loss_mask = mask
+        if algo.overlong_filter:
+            truncated = torch.tensor([g.finish_reason == "length" for g in gens], device=self.device)  # (B,)
+            loss_mask = overlong_loss_mask(truncated, mask)
+        group_index = torch.tensor([k for k, grp in enumerate(groups) for _ in grp.generations], device=self.device)
+        rewards = torch.tensor([grp.rewards[j] for grp, j in samples], device=self.device)  # (B,)
+
+        # 5. old and reference logprobs (no grad). With one pass over the batch the policy that
+        #    sampled is the one being differentiated, so old_logp = logp.detach() in the loss.
+        engine_logp = self._engine_logprobs(gens, mask)  # (B, T) or None
+        need_old = algo.ppo_epochs > 1 or (algo.kl_in_reward and self.reference is not None) or engine_logp is not None
+        old_logp = self._frozen_logprobs(self.model, batch) if need_old else None
+        ref_logp = None
+        if self.reference is not None:
+            with self.reference.context():
+                ref_logp = self._frozen_logprobs(self.reference.model, batch)
+        metrics: dict[str, float] = {}
+        is_weights = None
+        if engine_logp is not None:
+            metrics |= logprob_gap(engine_logp, old_logp, mask)
+            if algo.tis_cap is not None:
+                is_weights = tis_weights(old_logp, engine_logp, mask, algo.tis_cap)
+                metrics["rollout/tis_clip_frac"] = tis_clip_frac(old_logp, engine_logp, mask, algo.tis_cap)
+
+        # 6. token rewards: the outcome on the last valid token, minus beta * KL per token if in the reward.
+        token_rewards = torch.zeros_like(mask)  # (B, T)
+        last = (mask.sum(-1).long() - 1).clamp(min=0)  # (B,)
+        token_rewards[torch.arange(len(gens)), last] = rewards
+        if algo.kl_in_reward and ref_logp is not None:
+            token_rewards = token_rewards - algo.kl_beta * kl_penalty(old_logp, ref_logp, algo.kl_estimator) * mask
+
+        # 7. advantages
+        advantages, _returns = self.advantage_fn(token_rewards, mask, group_index, eps=algo.adv_eps, gamma=algo.gamma)
+        sequence_advantages = iter(masked_mean(advantages, mask, dim=-1).tolist())
+        for grp in groups:
+            grp.advantages = [next(sequence_advantages) for _ in grp.generations]
+
+        # 8. optimisation passes
+        for _ in range(algo.ppo_epochs):
+            metrics |= self._optimise(batch, loss_mask, advantages, old_logp, ref_logp, is_weights)
+        metrics |= {
+            "advantage/mean": masked_mean(advantages, mask).item(),
+            "advantage/std": advantages[mask.bool()].std().item() if mask.sum() > 1 else 0.0,
+            "advantage/min": advantages[mask.bool()].min().item(),
+            "advantage/max": advantages[mask.bool()].max().item(),
+        }
+        return metrics
+
+    def _frozen_logprobs(self, model, batch: TokenBatch) -> torch.Tensor:
+        """(B, T) logprobs of the completion tokens, without gradient."""
+        logp, _ = batched_logprobs(
+            model, batch, micro_batch_size=self.spec.optim.micro_batch_size, temperature=self.spec.rollout.temperature
+        )
+        return logp
+
+    def _engine_logprobs(self, gens: list[Generation], mask: torch.Tensor) -> torch.Tensor | None:
+        """(B, T) the engine's logprobs of the sampled tokens, when it reported them."""
+        if any(g.logprobs is None for g in gens):
+            return None
+        engine_logp = torch.zeros_like(mask)
+        for i, g in enumerate(gens):
+            engine_logp[i, : len(g.logprobs)] = torch.tensor(g.logprobs, dtype=mask.dtype)
+        return engine_logp
+
+    def _optimise(self, batch, loss_mask, advantages, old_logp, ref_logp, is_weights) -> dict[str, float]:
+        """One pass over the batch in micro-batches with gradient accumulation, then one optimiser step.
+        Each micro-batch's loss is weighted by its share of the aggregation units (tokens or
+        sequences), so the accumulated gradient is that of the whole batch's loss."""
+        spec, algo = self.spec, self.spec.algorithm
+        B = batch.completion_mask.shape[0]
+        mode = algo.loss_agg_mode
+        total_units = aggregation_units(loss_mask, mode).clamp(min=1)
+        sums: dict[str, float] = {}
+        self.model.train()
+        for start in range(0, B, spec.optim.micro_batch_size):
+            rows = slice(start, start + spec.optim.micro_batch_size)
+            mb = batch.select(rows)
+            T = mb.completion_mask.shape[1]
+            m = loss_mask[rows, :T]
+            logp, entropy = token_logprobs(
+                self.model,
+                mb,
+                temperature=spec.rollout.temperature,
+                with_entropy=True,
+                entropy_grad=algo.entropy_coef > 0,
+            )
+            old = old_logp[rows, :T] if old_logp is not None else logp.detach()
+            out = self.policy_loss_fn(
+                logp,
+                old,
+                advantages[rows, :T],
+                m,
+                clip_ratio_low=algo.clip_ratio_low,
+                clip_ratio_high=algo.clip_ratio_high,
+                dual_clip_c=algo.dual_clip_c,
+                loss_agg_mode=mode,
+                loss_agg_norm=spec.loss_agg_norm,
+                is_weights=is_weights[rows, :T] if is_weights is not None else None,
+            )
+            loss = out.loss
+            parts = out.metrics()
+            if ref_logp is not None:
+                kl = kl_penalty(logp, ref_logp[rows, :T], algo.kl_estimator)  # (b, T)
+                kl_loss = aggregate_loss(kl, m, mode, spec.loss_agg_norm)
+                if not algo.kl_in_reward:
+                    loss = loss + algo.kl_beta * kl_loss
+                parts["actor/kl"] = kl_loss.item()
+            entropy_loss = aggregate_loss(entropy, m, mode, spec.loss_agg_norm)
+            if algo.entropy_coef > 0:
+                loss = loss - algo.entropy_coef * entropy_loss
+            parts["actor/entropy"] = entropy_loss.item()
+            parts["actor/loss"] = loss.item()
+            weight = (aggregation_units(m, mode) / total_units).item()
+            (loss * weight).backward()
+            for key, value in parts.items():
+                sums[key] = sums.get(key, 0.0) + value * weight
+        params = trainable_parameters(self.model)
+        max_norm = spec.optim.max_grad_norm if spec.optim.max_grad_norm is not None else float("inf")
+        sums["actor/grad_norm"] = torch.nn.utils.clip_grad_norm_(params, max_norm).item()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return sums
+
+    def _reward_metrics(self, groups: list[Group]) -> dict[str, float]:
+        rewards = [r for grp in groups for r in grp.rewards]
+        out = {
+            "reward/mean": float(np.mean(rewards)),
+            "reward/std": float(np.std(rewards)),
+            "reward/frac_zero_std_groups": float(np.mean([not g.has_spread for g in groups])),
+        }
+        for name in self.rubric.names:
+            out[f"reward/{name}/mean"] = float(np.mean([r.scores[name].score for g in groups for r in g.results]))
+        return out
+
+    def rollouts(self, groups: list[Group]) -> list[Rollout]:
+        return [
+            Rollout(
+                step=self.step_count,
+                prompt_id=grp.prompt.id,
+                sample_index=j,
+                prompt=grp.prompt.row.prompt,
+                completion=gen.text,
+                reward=grp.rewards[j],
+                scores=res.scores,
+                advantage=grp.advantages[j] if grp.advantages else 0.0,
+                num_tokens=len(gen.token_ids),
+                finish_reason=gen.finish_reason,
+                logprobs=gen.logprobs,
+            )
+            for grp in groups
+            for j, (gen, res) in enumerate(zip(grp.generations, grp.results, strict=True))
+        ]
