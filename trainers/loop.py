@@ -201,6 +201,8 @@ class Trainer:
         spec = self.spec
         started = time.perf_counter()
         timings: dict[str, float] = {"generate": 0.0, "score": 0.0}
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)  # perf/gpu_mem_peak_gb is this step's peak
 
         # 1-3. sample prompts, generate a group per prompt, score (with DAPO dynamic sampling).
         kept, generated, rounds = self._collect_groups(timings)
@@ -220,8 +222,13 @@ class Trainer:
         self.last_groups = generated
 
         step_s = time.perf_counter() - started
+        train_s = time.perf_counter() - train_started
         all_gens = [g for grp in first_round for g in grp.generations]
         num_tokens = sum(len(g.token_ids) for grp in generated for g in grp.generations)
+        # Tokens the training passes run over (prompt + completion of every trained sequence).
+        train_tokens = sum(
+            len(grp.prompt.token_ids) + len(g.token_ids) for grp in train_groups for g in grp.generations
+        )
         metrics.update(
             self._reward_metrics(first_round)
             | {
@@ -231,14 +238,18 @@ class Trainer:
                 "actor/lr": self.scheduler.get_last_lr()[0],
                 "timing/generate_s": timings["generate"],
                 "timing/score_s": timings["score"],
-                "timing/train_s": time.perf_counter() - train_started,
+                "timing/train_s": train_s,
                 "timing/step_s": step_s,
                 "perf/tokens_per_s": num_tokens / step_s,
+                "perf/gen_tokens_per_s": num_tokens / max(timings["generate"], 1e-9),
+                "perf/train_tokens_per_s": train_tokens / max(train_s, 1e-9),
                 "data/epoch": self.source.epoch + self.source.index / len(self.source.prompts),
                 "data/generation_rounds": float(rounds),
                 "data/groups_kept": float(len(train_groups)),
             }
         )
+        if self.device.type == "cuda":
+            metrics["perf/gpu_mem_peak_gb"] = torch.cuda.max_memory_allocated(self.device) / 2**30
         return metrics
 
     def _collect_groups(self, timings: dict[str, float]) -> tuple[list[Group], list[Group], int]:
