@@ -144,6 +144,12 @@ class LLMJudgeParams(Params):
     timeout_s: float = Field(60.0, gt=0, le=600, description="Per-request time limit.")
     max_tokens: int = Field(256, ge=1, le=8192, description="Judge reply length.")
 
+    @model_validator(mode="after")
+    def _score_range(self) -> LLMJudgeParams:
+        if self.score_max <= self.score_min:
+            raise ValueError(f"score_max ({self.score_max:g}) must be above score_min ({self.score_min:g})")
+        return self
+
 
 CRITERION_KINDS: dict[str, type[Params]] = {
     "exact_match": ExactMatchParams,

@@ -13,6 +13,7 @@ from trainers.rewards.criteria import (  # noqa: F401  (importing registers them
     contains,
     exact_match,
     length,
+    llm_judge,
     math_equiv,
     python,
     regex,

@@ -29,8 +29,8 @@ class Criterion:
 
     params_model: ClassVar[type[Params]]
     # True for kinds whose work happens outside the calling thread's CPU (subprocess, HTTP):
-    # the rubric runs those concurrently with each other.
-    runs_elsewhere: ClassVar[bool] = False
+    # the rubric runs those concurrently with each other. A kind may set it per instance.
+    runs_elsewhere: bool = False
 
     def __init__(self, params: Params) -> None:
         self.params = params
