@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from trainers.algorithms.catalog import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
 from trainers.rewards.catalog import params_model
+from trainers.rewards.formula import validate_formula
 
 
 class Section(BaseModel):
@@ -114,6 +115,8 @@ class RubricSpec(Section):
             raise ValueError(f"criterion names must be unique; repeated: {', '.join(dupes)}")
         if self.combine == "formula" and not self.formula:
             raise ValueError("combine='formula' needs a formula")
+        if self.combine == "formula":
+            validate_formula(self.formula or "", names)  # unknown names, disallowed syntax: refused on save
         return self
 
 

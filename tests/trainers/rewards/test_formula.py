@@ -60,3 +60,14 @@ def test_division_by_zero_is_a_formula_error_at_evaluation():
 def test_a_huge_power_overflows_instead_of_hanging():
     with pytest.raises(FormulaError, match="OverflowError"):
         compile_formula("10 ** 10 ** 10", NAMES)(SCORES)
+
+
+def test_the_rubric_spec_refuses_a_formula_over_unknown_criteria():
+    from pydantic import ValidationError
+
+    from trainers.spec import RubricSpec
+
+    criteria = [{"name": "correct", "kind": "length"}]
+    with pytest.raises(ValidationError, match="unknown name 'format' in formula; criterion names: correct"):
+        RubricSpec(criteria=criteria, combine="formula", formula="correct * format")
+    assert RubricSpec(criteria=criteria, combine="formula", formula="correct * 2").formula == "correct * 2"

@@ -51,7 +51,7 @@ def test_a_formula_that_fails_on_a_sample_gives_zero_and_an_error():
     assert "ZeroDivisionError" in result.error
 
 
-def test_a_formula_with_an_unknown_name_fails_when_the_rubric_is_built():
+def test_a_formula_with_an_unknown_name_fails_when_the_spec_is_validated():
     with pytest.raises(ValueError, match=r"unknown name 'score'.*correct, format, brief"):
         rubric(combine="formula", formula="score * 2")
 
