@@ -154,14 +154,14 @@ def average_gradients(parameters: Iterable[torch.nn.Parameter], info: DistInfo) 
 
 
 def mean_over_processes(values: dict[str, float], info: DistInfo) -> dict[str, float]:
-    """Metrics averaged over processes (every process must pass the same keys)."""
-    if not info.enabled or not values:
+    """Each metric averaged over the processes that report it (a process whose groups were all
+    filtered out has no actor/ metrics that step). Every process gets the same dict."""
+    if not info.enabled:
         return dict(values)
-    keys = sorted(values)
-    device = device_for(info) if torch.distributed.get_backend() == "nccl" else torch.device("cpu")
-    flat = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64, device=device)
-    torch.distributed.all_reduce(flat)
-    return {k: v / info.world_size for k, v in zip(keys, flat.tolist(), strict=True)}
+    gathered: list[dict[str, float] | None] = [None] * info.world_size
+    torch.distributed.all_gather_object(gathered, dict(values))
+    keys = sorted({k for d in gathered if d for k in d})
+    return {k: sum(d[k] for d in gathered if d and k in d) / sum(1 for d in gathered if d and k in d) for k in keys}
 
 
 def cleanup(info: DistInfo) -> None:

@@ -33,6 +33,17 @@ from trainers.algorithms.kl import kl_penalty
 from trainers.algorithms.masked import masked_mean
 from trainers.algorithms.policy_losses import POLICY_LOSSES
 from trainers.data import Prompt, PromptSource, load_prompts
+from trainers.distributed import (
+    NullReporter,
+    average_gradients,
+    broadcast_parameters,
+    cleanup,
+    device_for,
+    dist_info,
+    init_distributed,
+    mean_over_processes,
+    shard,
+)
 from trainers.engines.base import Generation, RolloutEngine, SamplingParams, create_engine
 from trainers.engines.mismatch import logprob_gap, tis_clip_frac, tis_weights
 from trainers.logprobs import TokenBatch, batched_logprobs, token_logprobs
@@ -91,7 +102,10 @@ def train(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] = l
     """Run `spec` to the end (or until `should_stop()`), reporting as it goes.
 
     Reports status "running", then "succeeded" / "cancelled"; on an error, logs the traceback,
-    reports "failed" with the message, and re-raises so the caller sees the exception."""
+    reports "failed" with the message, and re-raises so the caller sees the exception.
+    Under torchrun (`python -m trainers run --nproc N`) rank 0 alone reports."""
+    if not dist_info().is_main:
+        reporter = NullReporter()
     reporter.status("running", spec.name)
     trainer = None
     try:
@@ -115,11 +129,17 @@ class Trainer:
         self.spec = spec
         self.reporter = reporter
         self.step_count = 0
+        self.dist = init_distributed()  # a single process unless launched by torchrun
+        # Prompts this process generates for per step: its share of prompts_per_step (all of it alone).
+        self.local_prompts = len(shard(range(spec.optim.prompts_per_step), self.dist))
         seed_everything(spec.optim.seed)
         resume_dir = checkpoint.resolve_resume(spec.checkpoint) if spec.checkpoint.resume_from else None
 
-        self.device = default_device()
+        self.device = device_for(self.dist) if self.dist.enabled else default_device()
         self.model, self.tokenizer = load_policy(spec.model, self.device, checkpoint=resume_dir)
+        if self.dist.enabled:
+            broadcast_parameters(self.model, self.dist)  # e.g. fresh LoRA adapters: rank 0's everywhere
+            torch.manual_seed(spec.optim.seed + self.dist.rank)  # each process samples its own completions
         self.reference: Reference | None = load_reference(
             spec.model, self.model, spec.algorithm.kl_beta, policy_is_initial=resume_dir is None
         )
@@ -167,7 +187,7 @@ class Trainer:
             if should_stop():
                 stopped = True
                 break
-            metrics = self.step()
+            metrics = mean_over_processes(self.step(), self.dist)
             reporter.metrics(self.step_count, metrics)
             reporter.rollouts(self.step_count, self.rollouts(self.last_groups))
             reporter.log(
@@ -184,6 +204,8 @@ class Trainer:
         return RunResult(status, self.step_count, metrics, self.last_checkpoint, detail)
 
     def _save(self, save_checkpoint) -> None:
+        if not self.dist.is_main:  # every process holds the same weights; rank 0 writes them
+            return
         path = save_checkpoint(self)
         self.last_checkpoint = str(path)
         self.reporter.checkpoint(self.step_count, str(path))
@@ -194,6 +216,7 @@ class Trainer:
     def close(self) -> None:
         self.engine.close()
         self.rubric.close()
+        cleanup(self.dist)
 
     # ------------------------------------------------------------------ one step
 
@@ -206,8 +229,8 @@ class Trainer:
 
         # 1-3. sample prompts, generate a group per prompt, score (with DAPO dynamic sampling).
         kept, generated, rounds = self._collect_groups(timings)
-        train_groups = kept[: spec.optim.prompts_per_step]
-        first_round = generated[: spec.optim.prompts_per_step]
+        train_groups = kept[: self.local_prompts]
+        first_round = generated[: self.local_prompts]
 
         # 4-8. logprobs, advantages, optimisation (skipped when no group carries a signal).
         train_started = time.perf_counter()
@@ -216,6 +239,9 @@ class Trainer:
             metrics.update(self._update(train_groups))
         else:
             self.reporter.log(f"step {self.step_count + 1}: every group's rewards agree; no update")
+            if self.dist.enabled:  # the other processes average gradients with this one: join with none
+                for _ in range(spec.algorithm.ppo_epochs):
+                    self._apply_gradients()
         self.scheduler.step()
         self.engine.update_weights(self.model)
         self.step_count += 1
@@ -262,9 +288,9 @@ class Trainer:
         generated: list[Group] = []
         max_rounds = algo.dynamic_sampling_max_rounds if algo.dynamic_sampling else 1
         rounds = 0
-        while rounds < max_rounds and len(kept) < n_prompts:
+        while rounds < max_rounds and len(kept) < self.local_prompts:
             rounds += 1
-            groups = self._generate_and_score(self.source.next_batch(n_prompts), timings)
+            groups = self._generate_and_score(shard(self.source.next_batch(n_prompts), self.dist), timings)
             generated.extend(groups)
             kept.extend(g for g in groups if g.has_spread or not algo.dynamic_sampling)
         return kept, generated, rounds
@@ -430,12 +456,19 @@ class Trainer:
             (loss * weight).backward()
             for key, value in parts.items():
                 sums[key] = sums.get(key, 0.0) + value * weight
+        sums["actor/grad_norm"] = self._apply_gradients()
+        return sums
+
+    def _apply_gradients(self) -> float:
+        """Average the accumulated gradients over processes (data parallel; a no-op alone), clip,
+        step the optimiser; returns the gradient norm before clipping."""
         params = trainable_parameters(self.model)
-        max_norm = spec.optim.max_grad_norm if spec.optim.max_grad_norm is not None else float("inf")
-        sums["actor/grad_norm"] = torch.nn.utils.clip_grad_norm_(params, max_norm).item()
+        average_gradients(params, self.dist)
+        max_norm = self.spec.optim.max_grad_norm if self.spec.optim.max_grad_norm is not None else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm).item()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return sums
+        return grad_norm
 
     def _reward_metrics(self, groups: list[Group]) -> dict[str, float]:
         rewards = [r for grp in groups for r in grp.rewards]

@@ -1,3 +1,4 @@
+import json
 import subprocess
 from pathlib import Path
 
@@ -8,6 +9,7 @@ from transformers import AutoModelForCausalLM
 from trainers.distributed import DistInfo, dist_info, shard, torchrun_command, without_nproc
 
 from .distributed_worker import LR, SEQUENCES, sequence_loss
+from .helpers import tiny_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,3 +65,28 @@ def test_two_processes_take_the_same_step_as_one_process_on_the_whole_batch(tiny
         torch.testing.assert_close(ranks[0]["end"][name], tensor, atol=1e-6, rtol=1e-5)
     assert ranks[0]["metrics"]["rank"] == 0.5  # (0 + 1) / 2
     assert ranks[0]["metrics"]["loss"] == pytest.approx(loss.item(), rel=1e-5)
+
+
+@pytest.mark.timeout(180)
+def test_a_run_on_two_processes_keeps_their_weights_identical_and_reports_once(tiny_model_path, tmp_path):
+    """`train()` under torchrun with 2 gloo processes: each generates for one of the two prompts
+    of a step, gradients are averaged, the weights stay identical, and only rank 0 reports
+    and writes the checkpoint."""
+    spec = tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 2, "prompts_per_step": 2, "lr": 1e-3})
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(spec.model_dump_json())
+    cmd = torchrun_command([str(spec_path), str(tmp_path)], 2, module="tests.trainers.distributed_train_worker")
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=170)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    weights = [torch.load(tmp_path / f"weights{r}.pt") for r in range(2)]
+    initial = AutoModelForCausalLM.from_pretrained(tiny_model_path).state_dict()
+    assert any(not torch.equal(weights[0][k], initial[k]) for k in initial)  # it trained
+    for name, tensor in weights[0].items():
+        assert torch.equal(tensor, weights[1][name]), name
+
+    main, other = (json.loads((tmp_path / f"report{r}.json").read_text()) for r in range(2))
+    assert [step for step, _ in main["metrics"]] == [1, 2]
+    assert main["states"][-1][0] == "succeeded"
+    assert [step for step, _ in main["checkpoints"]] == [2]
+    assert other == {"metrics": [], "states": [], "checkpoints": []}
