@@ -24,7 +24,7 @@ export const PANELS = [
   { id: "loss", title: "Policy loss", match: (k) => k === "actor/loss" },
   { id: "grad_norm", title: "Grad norm", match: (k) => k === "actor/grad_norm" },
   { id: "lr", title: "Learning rate", match: (k) => k === "actor/lr" },
-  { id: "tokens", title: "Tokens / s", match: (k) => k === "perf/tokens_per_s" },
+  { id: "tokens", title: "Tokens / s", match: (k) => /^perf\/(\w+_)?tokens_per_s$/.test(k) },
   {
     id: "timing",
     title: "Time per step: generate / score / train (s)",
@@ -34,6 +34,17 @@ export const PANELS = [
   { id: "reward_other", title: "Reward diagnostics", match: (k) => k.startsWith("reward/") },
   { id: "timing_other", title: "Timing (s)", match: (k) => k.startsWith("timing/") },
 ];
+
+// Within a panel the summary statistic comes first (so it gets the first colour), then the rest.
+const KEY_ORDER = ["mean", "length_mean", "tokens_per_s", "generate_s", "score_s", "train_s", "std", "min", "max"];
+function keyRank(key) {
+  const last = key.split("/").pop();
+  const i = KEY_ORDER.indexOf(last);
+  return i < 0 ? KEY_ORDER.length : i;
+}
+export function sortKeys(keys) {
+  return [...keys].sort((a, b) => keyRank(a) - keyRank(b) || a.localeCompare(b));
+}
 
 export function panelFor(key) {
   const known = PANELS.find((p) => p.match(key));
@@ -145,7 +156,7 @@ export class CurveBoard {
 
   groups() {
     const groups = new Map();
-    for (const key of [...this.keys].sort()) {
+    for (const key of sortKeys(this.keys)) {
       const def = panelFor(key);
       if (!groups.has(def.id)) groups.set(def.id, { def, keys: [] });
       groups.get(def.id).keys.push(key);
@@ -185,7 +196,9 @@ export class CurveBoard {
     const x = d.x.map((v) => toAxis(v, this.xMode));
     const source = this.sources.find((s) => s.runId === runId);
     const name = this.sources.length > 1 ? `${source.label} · ${key}` : key;
-    const band = { x, mode: "lines", line: { width: 0, color }, hoverinfo: "skip", showlegend: false };
+    // Bands carry an empty `text` so one extendTraces call can extend all three traces of a key.
+    const blank = d.lo.map(() => "");
+    const band = { x, text: blank, mode: "lines", line: { width: 0, color }, hoverinfo: "skip", showlegend: false };
     const stacked = panel.def.stacked && this.sources.length === 1;
     return {
       ema,
@@ -327,7 +340,8 @@ export class CurveBoard {
         ys.map((p) => p.raw),
         ys.map((p) => p.smooth),
       );
-      update.text.push(texts, texts, texts);
+      const blanks = texts.map(() => "");
+      update.text.push(blanks, blanks, texts);
     });
     if (!indices.length) return;
     Plotly.extendTraces(panel.chart, update, indices);
