@@ -14,7 +14,6 @@ and then serves one of two modes named by the first message:
   process on timeout still has the results so far).
 """
 
-import io
 import json
 import os
 import resource
@@ -152,7 +151,7 @@ def run_tests(config, send):
             return
         runners = [lambda test=test: exec_assert(test, namespace) for test in config["tests"]]
     else:
-        runners = [lambda test=test: exec_stdio(code, test) for test in config["tests"]]
+        runners = [lambda test=test, i=i: exec_stdio(code, test, i) for i, test in enumerate(config["tests"])]
     for i, runner in enumerate(runners):
         if time.monotonic() > deadline:
             send({"test": i, "passed": False, "error": "not run: the time limit was used up"})
@@ -165,18 +164,25 @@ def exec_assert(test, namespace):
     return {"passed": True}
 
 
-def exec_stdio(code, test):
-    sys.stdin = io.StringIO(test["input"])
-    out = io.StringIO()
-    sys.stdout = out
+def exec_stdio(code, test, index):
+    """Run the program (in a forked child) with the test input on fd 0 and fd 1 in a file, so
+    `input()`, `sys.stdin.buffer`, `print` and `os.write(1, ...)` all behave as in a real run."""
+    in_path, out_path = f".stdin-{index}", f".stdout-{index}"
+    with open(in_path, "w", encoding="utf-8") as f:
+        f.write(test["input"])
+    os.dup2(os.open(in_path, os.O_RDONLY), 0)
+    os.dup2(os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
+    sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
+    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
     try:
         exec(code, {"__name__": "__main__"})
     except SystemExit as exc:
         if exc.code not in (None, 0):
             raise
     finally:
-        sys.stdout = sys.__stdout__
-    got = out.getvalue()
+        sys.stdout.flush()
+    with open(out_path, encoding="utf-8", errors="replace") as f:
+        got = f.read()
     return {"passed": same_output(got, test["output"]), "got": got[:MAX_TEXT]}
 
 

@@ -100,3 +100,15 @@ def test_it_reads_the_usual_test_formats(raw, style, count):
 def test_it_refuses_tests_it_cannot_read():
     with pytest.raises(ValueError, match="every test must be"):
         parse_tests([{"in": "1"}], "tests")
+
+
+def test_programs_may_read_and_write_through_the_raw_streams():
+    program = "import sys, os\na, b = map(int, sys.stdin.buffer.readline().split())\nsys.stdout.write(str(a + b))\nsys.stdout.flush()\nos.write(1, b'\\n')"
+    [result] = score_all([fenced(program)], STDIO_TESTS)
+    assert (result.score, result.explanation) == (1.0, "3/3 tests passed")
+
+
+def test_a_program_that_exits_nonzero_fails_that_test():
+    [result] = score_all([fenced("import sys\nprint(3)\nsys.exit(1)")], STDIO_TESTS[:1])
+    assert result.score == 0.0
+    assert "SystemExit: 1" in result.explanation
