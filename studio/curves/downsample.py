@@ -41,20 +41,24 @@ class Series:
         return {"x": self.x, "y": self.y, "y_min": self.y_min, "y_max": self.y_max}
 
 
-def bucket_width(lo: float, hi: float, points: int) -> float:
-    """Width of one bucket so that [lo, hi] splits into at most `points` buckets.
+def bucket_span(lo: float, hi: float, integer: bool) -> float:
+    """Length of the x range the buckets split.
 
-    The width is never 0 (a single-x series gets width 1), so `bucket_index` never divides by 0.
+    Integer x (steps) covers the hi - lo + 1 positions, so `bucket_index` stays below `points`
+    without a clamp and the database computes it in integer arithmetic. A float range of zero
+    length gets span 1 so nothing divides by 0.
     """
-    if points < 1:
-        raise ValueError(f"points must be >= 1, got {points}")
-    span = hi - lo
-    return span / points if span > 0 else 1.0
+    if integer:
+        return int(hi - lo + 1)
+    return hi - lo if hi > lo else 1.0
 
 
-def bucket_index(x: float, lo: float, width: float, points: int) -> int:
-    """Bucket of `x`; the right edge `hi` falls in the last bucket instead of opening a new one."""
-    return min(int(math.floor((x - lo) / width)), points - 1)
+def bucket_index(x: float, lo: float, span: float, points: int) -> int:
+    """Bucket of `x` among `points` equal buckets of `span`; a float range's right edge falls in
+    the last bucket instead of opening a new one. Same arithmetic, in the same order, as the SQL."""
+    if isinstance(span, int):
+        return (x - lo) * points // span
+    return min(math.floor((x - lo) * points / span), points - 1)
 
 
 def downsample(xs: Iterable[float], ys: Iterable[float], points: int = DEFAULT_POINTS) -> Series:
@@ -62,19 +66,22 @@ def downsample(xs: Iterable[float], ys: Iterable[float], points: int = DEFAULT_P
 
     Series with no more than `points` points come back unchanged (sorted by x), with
     y_min == y_max == y. Non-finite y values (NaN, inf) are dropped: they cannot be drawn and
-    would poison a bucket's mean.
+    would poison a bucket's mean. All-integer x (steps) is bucketed with integer arithmetic.
     """
-    pairs = sorted((float(x), float(y)) for x, y in zip(xs, ys, strict=True) if math.isfinite(y))
+    if points < 1:
+        raise ValueError(f"points must be >= 1, got {points}")
+    pairs = sorted((x, float(y)) for x, y in zip(xs, ys, strict=True) if math.isfinite(y))
     out = Series()
     if len(pairs) <= points:
         for x, y in pairs:
-            out.append(x, y, y, y)
+            out.append(float(x), y, y, y)
         return out
+    integer = all(isinstance(x, int) for x, _ in pairs)
     lo, hi = pairs[0][0], pairs[-1][0]
-    width = bucket_width(lo, hi, points)
+    span = bucket_span(lo, hi, integer)
     current, sx, sy, n, mn, mx = None, 0.0, 0.0, 0, math.inf, -math.inf
     for x, y in pairs:
-        b = bucket_index(x, lo, width, points)
+        b = bucket_index(x, lo, span, points)
         if b != current and n:
             out.append(sx / n, sy / n, mn, mx)
             sx, sy, n, mn, mx = 0.0, 0.0, 0, math.inf, -math.inf

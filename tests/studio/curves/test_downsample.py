@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from studio.curves.downsample import bucket_index, bucket_width, downsample
+from studio.curves.downsample import bucket_index, bucket_span, downsample
 
 
 def test_it_returns_short_series_unchanged_and_sorted():
@@ -36,7 +36,7 @@ def test_it_keeps_a_one_step_spike_in_the_bucket_max():
 def test_each_bucket_holds_the_mean_and_extremes_of_its_points():
     xs = list(range(10))
     ys = [1.0, 3.0, 2.0, 8.0, 4.0, 6.0, 5.0, 7.0, 9.0, 0.0]
-    out = downsample(xs, ys, points=5)  # width 9/5 = 1.8 -> buckets {0,1},{2,3},{4,5},{6,7},{8,9}
+    out = downsample(xs, ys, points=5)  # 10 steps in 5 buckets -> {0,1},{2,3},{4,5},{6,7},{8,9}
     assert out.x == [0.5, 2.5, 4.5, 6.5, 8.5]
     assert out.y == [2.0, 5.0, 5.0, 6.0, 4.5]
     assert out.y_min == [1.0, 2.0, 4.0, 5.0, 0.0]
@@ -49,13 +49,19 @@ def test_it_drops_values_that_cannot_be_drawn():
 
 
 def test_it_puts_the_last_x_in_the_last_bucket():
-    width = bucket_width(0, 100, 10)
-    assert bucket_index(100, 0, width, 10) == 9
-    assert bucket_index(0, 0, width, 10) == 0
+    assert bucket_index(100.0, 0.0, bucket_span(0.0, 100.0, integer=False), 10) == 9
+    assert bucket_index(100, 0, bucket_span(0, 100, integer=True), 10) == 9
+    assert bucket_index(0, 0, bucket_span(0, 100, integer=True), 10) == 0
 
 
-def test_a_single_x_gets_a_nonzero_width():
-    assert bucket_width(5, 5, 10) == 1.0
+def test_integer_steps_split_into_equal_runs_of_steps():
+    span = bucket_span(0, 99, integer=True)
+    assert [bucket_index(s, 0, span, 10) for s in (0, 9, 10, 99)] == [0, 0, 1, 9]
+
+
+def test_a_single_x_gets_a_nonzero_span():
+    assert bucket_span(5.0, 5.0, integer=False) == 1.0
+    assert bucket_span(5, 5, integer=True) == 1
 
 
 def test_it_refuses_zero_points():
