@@ -1,0 +1,125 @@
+"""Evaluation: k sampled completions per prompt from the base model or a checkpoint,
+scored by the rubric: mean reward, mean per criterion, and pass@k when the rubric has a
+pass threshold. Rollouts are reported like training's (step 0).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from trainers.data import load_prompts
+from trainers.engines.base import SamplingParams, create_engine
+from trainers.loop import seed_everything
+from trainers.models import default_device, load_policy
+from trainers.report import Reporter, Rollout
+from trainers.rewards.rubric import Rubric
+from trainers.rewards.sample import Sample
+from trainers.spec import RunSpec
+
+
+@dataclass
+class EvalResult:
+    status: str  # "succeeded" | "cancelled"
+    num_prompts: int  # prompts evaluated
+    samples_per_prompt: int
+    metrics: dict[str, float] = field(default_factory=dict)  # eval/reward/mean, eval/pass@k, ...
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c pass: 1 - C(n-c, k) / C(n, k)
+    (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", arXiv:2107.03374, eq. 1)."""
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples, got {n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_ks(n: int) -> list[int]:
+    """k values to report for n samples: 1, 2, 4, ... up to n, and n itself."""
+    ks = [k for k in (2**i for i in range(n.bit_length())) if k <= n]
+    return ks if ks[-1] == n else [*ks, n]
+
+
+def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] = lambda: False) -> EvalResult:
+    """Evaluate `spec.eval.checkpoint` (or `spec.model.path`) on the first `eval.num_prompts`
+    prompts of the dataset, in file order. `should_stop()` is checked between batches."""
+    reporter.status("running", f"evaluating {spec.eval.checkpoint or spec.model.path}")
+    rubric = None
+    try:
+        seed_everything(spec.optim.seed)
+        model, tokenizer = load_policy(spec.model, default_device(), checkpoint=spec.eval.checkpoint)
+        model.eval()
+        prompts = load_prompts(spec.data, tokenizer)[: spec.eval.num_prompts]
+        rubric = Rubric.from_spec(spec.rubric)
+        engine = create_engine(spec, model=model, tokenizer=tokenizer)
+        k = spec.eval.samples_per_prompt
+        params = SamplingParams.from_spec(spec)
+        chunk = max(1, spec.rollout.generation_batch_size // k)  # prompts per engine call
+        rewards: list[list[float]] = []
+        passed: list[list[bool]] = []
+        criteria: dict[str, list[float]] = {name: [] for name in rubric.names}
+        stopped = False
+        for start in range(0, len(prompts), chunk):
+            if should_stop():
+                stopped = True
+                break
+            batch = prompts[start : start + chunk]
+            t0 = time.perf_counter()
+            outputs = engine.generate([p.token_ids for p in batch], k, params)
+            samples = [
+                Sample(p.row.prompt, g.text, p.row.fields) for p, gens in zip(batch, outputs, strict=True) for g in gens
+            ]
+            results = rubric.score(samples)
+            rollouts = []
+            for i, (p, gens) in enumerate(zip(batch, outputs, strict=True)):
+                group = results[i * k : (i + 1) * k]
+                rewards.append([r.reward for r in group])
+                passed.append([bool(r.passed) for r in group])
+                for name in rubric.names:
+                    criteria[name].extend(r.scores[name].score for r in group)
+                rollouts += [
+                    Rollout(
+                        0, p.id, j, p.row.prompt, g.text, r.reward, r.scores, 0.0, len(g.token_ids), g.finish_reason
+                    )
+                    for j, (g, r) in enumerate(zip(gens, group, strict=True))
+                ]
+            reporter.rollouts(0, rollouts)
+            reporter.log(f"evaluated {start + len(batch)}/{len(prompts)} prompts ({time.perf_counter() - t0:.2f}s)")
+        engine.close()
+        metrics = _metrics(rewards, passed, criteria, k, has_threshold=spec.rubric.pass_threshold is not None)
+        reporter.metrics(0, metrics)
+        status = "cancelled" if stopped else "succeeded"
+        reporter.status(status, f"{len(rewards)} prompts x {k} samples")
+        return EvalResult(status, len(rewards), k, metrics)
+    except BaseException as exc:
+        reporter.log(traceback.format_exc())
+        reporter.status("failed", f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        if rubric is not None:
+            rubric.close()
+
+
+def _metrics(
+    rewards: list[list[float]],
+    passed: list[list[bool]],
+    criteria: dict[str, list[float]],
+    k: int,
+    *,
+    has_threshold: bool,
+) -> dict[str, float]:
+    if not rewards:
+        return {}
+    out = {"eval/reward/mean": float(np.mean(rewards)), "eval/reward/std": float(np.std(rewards))}
+    out |= {f"eval/reward/{name}/mean": float(np.mean(values)) for name, values in criteria.items()}
+    if has_threshold:
+        for kk in pass_ks(k):
+            out[f"eval/pass@{kk}"] = float(np.mean([pass_at_k(k, sum(p), kk) for p in passed]))
+    return out
