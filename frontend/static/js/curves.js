@@ -27,7 +27,7 @@ export const PANELS = [
   { id: "tokens", title: "Tokens / s", match: (k) => /^perf\/(\w+_)?tokens_per_s$/.test(k) },
   {
     id: "timing",
-    title: "Time per step: generate / score / train (s)",
+    title: "Time per step (s)",
     match: (k) => /^timing\/(generate|score|train)_s$/.test(k),
     stacked: true,
   },

@@ -6,6 +6,9 @@
 import { esc, fmt } from "./api.js";
 
 const PAGE = 50;
+// Live rollouts go straight into the list until it holds this many rows; past that a banner
+// offers a refresh instead, so a long run never makes the list (and each re-render) unbounded.
+const LIVE_ROWS_MAX = 500;
 const FILTERS = ["step_min", "step_max", "reward_min", "reward_max", "criterion", "score_min", "score_max", "finish_reason", "q", "order"];
 
 function renderText(value) {
@@ -196,7 +199,7 @@ export class Inspector {
     const newestFirst = !params.order || params.order === "-step";
     const fits = items.filter((it) => this.matches(it, params));
     if (!fits.length) return;
-    if (newestFirst && !params.q) {
+    if (newestFirst && !params.q && this.items.length + fits.length <= LIVE_ROWS_MAX) {
       for (const it of fits) it._new = true;
       this.append(fits.reverse(), true);
       setTimeout(() => {
