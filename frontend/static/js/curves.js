@@ -290,13 +290,20 @@ export class CurveBoard {
     this.pending = [];
     const runId = this.sources[0].runId;
     let newKeys = false;
+    const accepted = []; // the batch minus points already drawn
     for (const { step, time, values } of batch) {
+      const kept = {};
+      accepted.push({ step, time, values: kept });
       const x = this.xMode === "time" ? time : step;
       for (const [key, value] of Object.entries(values)) {
         if (typeof value !== "number" || !Number.isFinite(value)) continue;
         const id = `${runId}|${key}`;
         if (!this.data.has(id)) this.data.set(id, { x: [], y: [], lo: [], hi: [] });
         const d = this.data.get(id);
+        // The REST load and the websocket can overlap by a step or two (the cursor is read
+        // before the points); a point at or before the last one shown is already drawn.
+        if (d.x.length && x <= d.x[d.x.length - 1]) continue;
+        kept[key] = value;
         d.x.push(x);
         d.y.push(value);
         d.lo.push(value);
@@ -311,7 +318,7 @@ export class CurveBoard {
       this.redrawAll();
       return;
     }
-    for (const panel of this.panels.values()) this.extendPanel(panel, batch, runId);
+    for (const panel of this.panels.values()) this.extendPanel(panel, accepted, runId);
   }
 
   extendPanel(panel, batch, runId) {

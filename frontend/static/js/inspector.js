@@ -81,6 +81,7 @@ export class Inspector {
   onKey(ev) {
     const tag = (ev.target.tagName || "").toLowerCase();
     if (["input", "textarea", "select"].includes(tag) || ev.metaKey || ev.ctrlKey || ev.altKey) return;
+    if (ev.key === "Enter" && ["button", "a"].includes(tag)) return; // Enter activates the focused control
     if (ev.key === "j" || ev.key === "ArrowDown") this.move(1, ev);
     else if (ev.key === "k" || ev.key === "ArrowUp") this.move(-1, ev);
     else if (ev.key === "Enter" && this.selected >= 0) {
