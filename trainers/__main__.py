@@ -1,0 +1,7 @@
+"""`python -m trainers ...`: see `trainers.cli`."""
+
+import sys
+
+from trainers.cli import main
+
+sys.exit(main())

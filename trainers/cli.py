@@ -1,0 +1,286 @@
+"""Command line: `python -m trainers run|eval|score|tiny|demo ...`.
+
+    run   SPEC.yaml              train; metrics.jsonl, rollouts.jsonl and run.log in checkpoint.output_dir
+    eval  SPEC.yaml              evaluate eval.checkpoint (or model.path); eval_metrics.jsonl, eval_rollouts.jsonl
+    score RUBRIC.yaml PAIRS.jsonl   score prompt/completion pairs with a rubric, no model
+    tiny  OUT_DIR                build the tiny local model (tokenizer + random-init Llama)
+    demo  OUT_DIR                tiny model + demo dataset + spec.yaml, ready for `run`
+
+Ctrl-C during `run` or `eval` stops between steps (with a final checkpoint); a second one aborts.
+Exit status: 0 done, 1 failed, 2 bad input, 130 stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from trainers.data import DataError
+from trainers.report import Rollout
+from trainers.spec import RunSpec, apply_preset, validation_errors
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_STOPPED = 0, 1, 2, 130
+
+
+class BadInput(Exception):
+    """Input the user must fix; printed without a traceback."""
+
+
+class JsonlReporter:
+    """Writes `<prefix>metrics.jsonl` ({"step": N, key: value, ...} per line), `<prefix>rollouts.jsonl`
+    (one Rollout per line) and `<prefix>run.log` into `output_dir`, and drives a progress bar."""
+
+    def __init__(self, output_dir: str | Path, *, total: int | None = None, prefix: str = "", progress: bool = True):
+        from tqdm import tqdm
+
+        self.dir = Path(output_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._metrics = open(self.dir / f"{prefix}metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self._rollouts = open(self.dir / f"{prefix}rollouts.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self._log = open(self.dir / f"{prefix}run.log", "a", encoding="utf-8")  # noqa: SIM115
+        self.bar = tqdm(total=total, unit="step", disable=not progress or total is None, dynamic_ncols=True)
+        self.final_state: str | None = None
+
+    def metrics(self, step: int, values: dict[str, float]) -> None:
+        self._metrics.write(json.dumps({"step": step, **values}) + "\n")
+        self._metrics.flush()
+        if "reward/mean" in values:
+            self.bar.n = step
+            self.bar.set_postfix(reward=f"{values['reward/mean']:.3f}", refresh=False)
+            self.bar.refresh()
+
+    def rollouts(self, step: int, rollouts: list[Rollout]) -> None:
+        self._rollouts.writelines(json.dumps(r.to_dict()) + "\n" for r in rollouts)
+        self._rollouts.flush()
+
+    def status(self, state: str, detail: str = "") -> None:
+        self.final_state = state
+        self.log(f"status: {state}" + (f" ({detail})" if detail else ""))
+
+    def checkpoint(self, step: int, path: str) -> None:
+        self.log(f"checkpoint at step {step}: {path}")
+
+    def log(self, line: str) -> None:
+        self._log.write(line.rstrip("\n") + "\n")
+        self._log.flush()
+        self.bar.write(line.rstrip("\n"), file=sys.stderr)
+
+    def close(self) -> None:
+        self.bar.close()
+        for f in (self._metrics, self._rollouts, self._log):
+            f.close()
+
+
+# ---------------------------------------------------------------- reading input
+
+
+def read_yaml(path: str | Path) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"{path}: no such file")
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise BadInput(f"{path}: invalid YAML: {exc}") from None
+
+
+def load_spec(path: str | Path) -> RunSpec:
+    """A RunSpec from YAML. A top-level `preset: NAME` fills `algorithm` from that preset
+    (keys written under `algorithm` still win)."""
+    config = read_yaml(path)
+    if not isinstance(config, dict):
+        raise BadInput(f"{path}: expected a mapping of spec sections (model, data, rubric, ...)")
+    preset = config.pop("preset", None)
+    try:
+        if preset:
+            config = apply_preset(config, preset)
+        return RunSpec.model_validate(config)
+    except ValidationError as exc:
+        lines = "\n".join(f"  {field}: {msg}" for field, msg in validation_errors(exc).items())
+        raise BadInput(f"{path}: invalid spec:\n{lines}") from None
+    except ValueError as exc:  # unknown preset
+        raise BadInput(f"{path}: {exc}") from None
+
+
+def read_pairs(path: str | Path) -> list[dict[str, Any]]:
+    from trainers.data import read_records
+
+    try:
+        return [record for _, record in read_records(path)]
+    except DataError as exc:
+        raise BadInput(str(exc)) from None
+
+
+# ---------------------------------------------------------------- commands
+
+
+class StopFlag:
+    """First SIGINT asks the run to stop between steps; the second one aborts."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __call__(self) -> bool:
+        return self.requested
+
+    def install(self) -> None:
+        def handler(signum, frame):
+            if self.requested:
+                raise KeyboardInterrupt
+            self.requested = True
+            print("\nstopping after this step (Ctrl-C again to abort)", file=sys.stderr)
+
+        signal.signal(signal.SIGINT, handler)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from trainers.loop import train
+
+    spec = load_spec(args.spec)
+    if args.steps:
+        spec.optim.total_steps = args.steps
+    if args.resume:
+        spec.checkpoint.resume_from = args.resume
+    reporter = JsonlReporter(spec.checkpoint.output_dir, total=spec.optim.total_steps, progress=not args.quiet)
+    stop = StopFlag()
+    stop.install()
+    try:
+        result = train(spec, reporter, stop)
+    finally:
+        reporter.close()
+    print(
+        json.dumps({"status": result.status, "steps": result.steps, "checkpoint": result.checkpoint, **result.metrics})
+    )
+    return EXIT_STOPPED if result.status == "cancelled" else EXIT_OK
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from trainers.evaluate import evaluate
+
+    spec = load_spec(args.spec)
+    if args.checkpoint:
+        spec.eval.checkpoint = args.checkpoint
+    reporter = JsonlReporter(spec.checkpoint.output_dir, prefix="eval_", progress=False)
+    stop = StopFlag()
+    stop.install()
+    try:
+        result = evaluate(spec, reporter, stop)
+    finally:
+        reporter.close()
+    print(json.dumps({"status": result.status, "prompts": result.num_prompts, **result.metrics}))
+    return EXIT_STOPPED if result.status == "cancelled" else EXIT_OK
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from trainers.rewards.rubric import score_pairs
+
+    config = read_yaml(args.rubric)
+    rubric = config.get("rubric", config) if isinstance(config, dict) else config  # a whole spec works too
+    pairs = read_pairs(args.pairs)
+    try:
+        results = score_pairs(rubric, pairs)
+    except ValidationError as exc:
+        lines = "\n".join(f"  rubric.{field}: {msg}" for field, msg in validation_errors(exc).items())
+        raise BadInput(f"{args.rubric}: invalid rubric:\n{lines}") from None
+    except ValueError as exc:
+        raise BadInput(f"{args.pairs}: {exc}") from None
+    if args.jsonl:
+        for i, r in enumerate(results):
+            scores = {
+                name: {"score": s.score, "explanation": s.explanation, "error": s.error} for name, s in r.scores.items()
+            }
+            print(json.dumps({"index": i, "reward": r.reward, "passed": r.passed, "scores": scores, "error": r.error}))
+    else:
+        print(score_table(results))
+    return EXIT_OK
+
+
+def score_table(results) -> str:
+    """Plain-text table: one row per pair, one column per criterion."""
+    names = list(results[0].scores) if results else []
+    header = ["#", "reward", "passed", *names]
+    rows = [
+        [str(i), f"{r.reward:.4g}", "" if r.passed is None else ("yes" if r.passed else "no")]
+        + [f"{r.scores[n].score:.4g}" + (" !" if r.scores[n].error else "") for n in names]
+        for i, r in enumerate(results)
+    ]
+    widths = [max(len(row[c]) for row in [header, *rows]) for c in range(len(header))]
+    return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in [header, *rows])
+
+
+def cmd_tiny(args: argparse.Namespace) -> int:
+    from trainers.tiny import build_tiny_model
+
+    path = build_tiny_model(args.out, size=args.size, seed=args.seed)
+    print(path)
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from trainers.demo import demo_spec, make_demo_dataset
+    from trainers.tiny import build_tiny_model
+
+    out = Path(args.out).resolve()
+    model = build_tiny_model(out / "model", seed=args.seed)
+    data = make_demo_dataset(out / "letters.jsonl")
+    spec_path = out / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(demo_spec(model, data, out / "run"), sort_keys=False))
+    print(spec_path)
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m trainers", description="RL post-training of language models.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="train from a spec (YAML)")
+    run.add_argument("spec")
+    run.add_argument("--steps", type=int, help="override optim.total_steps")
+    run.add_argument("--resume", help="checkpoint folder, or 'latest'")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.set_defaults(func=cmd_run)
+
+    ev = sub.add_parser("eval", help="evaluate a model or checkpoint on the spec's data and rubric")
+    ev.add_argument("spec")
+    ev.add_argument("--checkpoint", help="override eval.checkpoint")
+    ev.set_defaults(func=cmd_eval)
+
+    score = sub.add_parser("score", help="score prompt/completion pairs (JSONL) with a rubric (YAML)")
+    score.add_argument("rubric", help="a rubric, or a whole spec with a rubric section")
+    score.add_argument("pairs", help='JSONL of {"prompt", "completion", "answer", ...}')
+    score.add_argument("--jsonl", action="store_true", help="one JSON result per line, with explanations")
+    score.set_defaults(func=cmd_score)
+
+    tiny = sub.add_parser("tiny", help="build a tiny local model")
+    tiny.add_argument("out")
+    tiny.add_argument("--size", default="tiny", choices=["tiny", "small"])
+    tiny.add_argument("--seed", type=int, default=0)
+    tiny.set_defaults(func=cmd_tiny)
+
+    demo = sub.add_parser("demo", help="tiny model + demo dataset + spec.yaml")
+    demo.add_argument("out")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (BadInput, DataError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("aborted", file=sys.stderr)
+        return EXIT_STOPPED
+    except Exception as exc:  # the run already logged the traceback to run.log
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
