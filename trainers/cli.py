@@ -141,6 +141,10 @@ class StopFlag:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from trainers.distributed import dist_info, launch
+
+    if args.nproc > 1 and not dist_info().enabled:  # re-run this command as N torchrun processes
+        return launch(args.argv, args.nproc)
     from trainers.loop import train
 
     spec = load_spec(args.spec)
@@ -148,7 +152,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         spec.optim.total_steps = args.steps
     if args.resume:
         spec.checkpoint.resume_from = args.resume
-    reporter = JsonlReporter(spec.checkpoint.output_dir, total=spec.optim.total_steps, progress=not args.quiet)
+    progress = not args.quiet and dist_info().is_main
+    reporter = JsonlReporter(spec.checkpoint.output_dir, total=spec.optim.total_steps, progress=progress)
     stop = StopFlag()
     stop.install()
     try:
@@ -245,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--steps", type=int, help="override optim.total_steps")
     run.add_argument("--resume", help="checkpoint folder, or 'latest'")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--nproc", type=int, default=1, help="data-parallel processes (one per GPU) under torchrun")
     run.set_defaults(func=cmd_run)
 
     ev = sub.add_parser("eval", help="evaluate a model or checkpoint on the spec's data and rubric")
@@ -272,7 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
+    args.argv = argv
     try:
         return args.func(args)
     except (BadInput, DataError) as exc:
