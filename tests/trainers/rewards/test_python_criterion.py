@@ -46,7 +46,7 @@ USER_CODE = textwrap.dedent(
         return float(completion == fields["answer"]), f"compared with {fields['answer']}"
     """
 )
-TIMEOUT_S = 1.0
+TIMEOUT_S = 2.0  # generous: allocating up to the memory limit must finish first on a loaded CI machine
 
 
 def rubric(code: str = USER_CODE, **params) -> Rubric:
@@ -75,7 +75,7 @@ def score_around(bad: str) -> tuple[list, float]:
     ("bad", "error"),
     [
         ("raise", "ValueError: cannot score this (line 9)"),
-        ("loop", "timed out after 1 s"),
+        ("loop", "timed out after 2 s"),
         ("allocate", "MemoryError"),
         ("exit", "the sandbox process died: exited with code 3"),
         ("segfault", "the sandbox process died: segmentation fault (SIGSEGV)"),
