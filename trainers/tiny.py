@@ -35,68 +35,12 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}"
 )
 
-_WORDS = tuple(
-    [
-        "the",
-        "a",
-        "an",
-        "of",
-        "to",
-        "and",
-        "in",
-        "is",
-        "it",
-        "that",
-        "for",
-        "on",
-        "with",
-        "as",
-        "be",
-        "at",
-        "by",
-        "this",
-        "from",
-        "or",
-        "answer",
-        "question",
-        "letter",
-        "repeat",
-        "say",
-        "write",
-        "number",
-        "sum",
-        "plus",
-        "minus",
-        "times",
-        "equals",
-        "what",
-        "how",
-        "many",
-        "count",
-        "copy",
-        "word",
-        "yes",
-        "no",
-        "true",
-        "false",
-        "one",
-        "two",
-        "three",
-        "four",
-        "five",
-        "six",
-        "seven",
-        "eight",
-        "nine",
-        "ten",
-        "please",
-        "reply",
-        "only",
-        "with",
-        "final",
-        "result",
-    ]
+_WORD_TEXT = (
+    "the a an of to and in is it that for on with as be at by this from or answer question letter repeat "
+    "say write number sum plus minus times equals what how many count copy word yes no true false one two "
+    "three four five six seven eight nine ten please reply only with final result"
 )
+_WORDS = _WORD_TEXT.split()
 
 
 def synthetic_corpus(seed: int = 0, lines: int = 3000) -> list[str]:
