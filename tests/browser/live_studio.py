@@ -89,11 +89,9 @@ class LiveStudio:
             daphne_log,
         )
         if worker:
-            self.spawn(
-                [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-Q", "default,gpu", "-c", "1",
-                 "-P", "threads", "--without-gossip", "--without-mingle", "-l", "info"],
-                self.folder / "worker.log",
-            )  # fmt: skip
+            from studio.launch import worker_argv  # the command `./studioctl up` runs
+
+            self.spawn(worker_argv("default,gpu", 2, "browser-test@%h"), self.folder / "worker.log")
         wait_for_port(self.port, daphne, daphne_log)
         return self
 
