@@ -178,6 +178,9 @@ export class Inspector {
         const scores = Object.entries(it.scores || {})
           .map(([c, s]) => `<span class="chip" title="${esc(c)}">${esc(c)} ${fmt(s, 3)}</span>`)
           .join("");
+        const marks = (this.notes ? this.notes.forRollout(it.id) : [])
+          .map((n) => `<span class="tag" title="${esc(n.text)}">${esc(n.tag || "note")}</span>`)
+          .join("");
         return `<tr data-index="${i}" data-rollout-id="${it.id}" class="${i === this.selected ? "selected" : ""} ${it._new ? "is-new" : ""}">
           <td class="num">${it.step}</td>
           <td class="mono">${esc(it.prompt_id)}<span class="muted">#${it.sample_index}</span></td>
@@ -186,7 +189,7 @@ export class Inspector {
           <td class="num">${it.num_tokens}</td>
           <td><span class="finish finish-${esc(it.finish_reason)}">${esc(it.finish_reason)}</span></td>
           <td class="scores">${scores}</td>
-          <td class="preview">${esc(it.preview)}</td>
+          <td class="preview">${marks}${esc(it.preview)}</td>
         </tr>`;
       })
       .join("");

@@ -9,12 +9,13 @@ function when(iso) {
 }
 
 export class NotesClient {
-  constructor(panel, { api, runId, canNote, onOpenRollout = () => {} }) {
+  constructor(panel, { api, runId, canNote, onOpenRollout = () => {}, onChange = () => {} }) {
     this.panel = panel;
     this.api = api;
     this.runId = runId;
     this.canNote = canNote;
     this.onOpenRollout = onOpenRollout;
+    this.onChange = onChange; // called after notes load or change, so the inspector can mark rows
     this.notes = [];
     this.filter = { tag: "", q: "" };
     this.list = panel.querySelector("[data-notes-list]");
@@ -106,7 +107,12 @@ export class NotesClient {
       <p>${esc(n.text)}</p></li>`;
   }
 
+  forRollout(rolloutId) {
+    return this.notes.filter((n) => n.rollout === rolloutId);
+  }
+
   render() {
+    this.onChange();
     const tags = [...new Set(this.notes.map((n) => n.tag).filter(Boolean))].sort();
     if (this.tags) {
       this.tags.innerHTML = tags
