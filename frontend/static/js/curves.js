@@ -230,7 +230,8 @@ export class CurveBoard {
       hovermode: "x unified",
       hoverlabel: { bgcolor: c.panel, font: { color: c.text } },
       showlegend: true,
-      legend: { orientation: "h", y: -0.22, font: { size: 10, color: c.muted } },
+      // "normal": plotly reverses the legend when traces fill (our min/max bands) unless told not to
+      legend: { orientation: "h", y: -0.22, traceorder: "normal", font: { size: 10, color: c.muted } },
       xaxis: { ...axis, type: this.xMode === "time" ? "date" : "linear", title: { text: "" } },
       yaxis: { ...axis, type: this.logY ? "log" : "linear" },
       uirevision: `${this.xMode}`,
