@@ -367,7 +367,7 @@ class Trainer:
         # 6. token rewards: the outcome on the last valid token, minus beta * KL per token if in the reward.
         token_rewards = torch.zeros_like(mask)  # (B, T)
         last = (mask.sum(-1).long() - 1).clamp(min=0)  # (B,)
-        token_rewards[torch.arange(len(gens)), last] = rewards
+        token_rewards[torch.arange(len(gens), device=self.device), last] = rewards
         if algo.kl_in_reward and ref_logp is not None:
             token_rewards = token_rewards - algo.kl_beta * kl_penalty(old_logp, ref_logp, algo.kl_estimator) * mask
 
