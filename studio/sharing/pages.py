@@ -11,6 +11,7 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.views.decorators.csrf import ensure_csrf_cookie
 
 from studio.accounts.permissions import EDIT, role_allows, role_in, visible
 from studio.runs.models import Run, RunEvent
@@ -54,6 +55,7 @@ def _run_page(request: HttpRequest, run: Run, *, role: str | None, share: ShareL
 
 
 @login_required
+@ensure_csrf_cookie  # the page's JS posts notes and share links with the cookie's token
 def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
     run = Run.objects.filter(pk=run_id).select_related("team", "experiment").first()
     role = role_in(request.user, run.team_id) if run else None

@@ -188,7 +188,7 @@ export class Inspector {
           <td class="num">${fmt(it.advantage, 3)}</td>
           <td class="num">${it.num_tokens}</td>
           <td><span class="finish finish-${esc(it.finish_reason)}">${esc(it.finish_reason)}</span></td>
-          <td class="scores">${scores}</td>
+          <td class="scores col-wide">${scores}</td>
           <td class="preview">${marks}${esc(it.preview)}</td>
         </tr>`;
       })
@@ -244,6 +244,9 @@ export class Inspector {
     this.openId = rolloutId;
     this.root.classList.add("has-detail");
     this.detail.hidden = false;
+    // Bring list and detail into view together when the inspector sits below the charts.
+    const top = this.root.getBoundingClientRect().top;
+    if (top < 0 || top > window.innerHeight * 0.4) this.root.scrollIntoView({ block: "start" });
     this.detail.innerHTML = `<div class="detail-loading">Loading rollout ${rolloutId}…</div>`;
     let r;
     try {

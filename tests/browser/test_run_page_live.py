@@ -1,0 +1,159 @@
+"""The run page in a real browser while a run reports: curves extend in place, rollouts
+arrive, the inspector opens one with the keyboard, a note is added, a share link opens the
+run in a fresh browser context and revoking it cuts that context off at once.
+
+Screenshots of the live page at laptop and wide-monitor sizes land in the test's temp
+folder (and in $RUN_PAGE_SCREENSHOTS when set)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.browser.live_studio import ROOT, LiveStudio, requires_chromium
+
+pytestmark = [pytest.mark.slow, requires_chromium]
+
+HISTORY, TOTAL, INTERVAL = 150, 400, 0.5  # 125 s of live steps after the history
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory):
+    live = LiveStudio(tmp_path_factory.mktemp("studio")).start(worker=False)
+    yield live
+    live.stop()
+
+
+@pytest.fixture(scope="module")
+def live_run(studio):
+    """A run with HISTORY steps written and one more step every INTERVAL seconds."""
+    feeder = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("synthetic_run.py")), str(HISTORY), str(TOTAL), str(INTERVAL)],
+        cwd=ROOT,
+        env=studio.env,
+        stdout=subprocess.PIPE,
+        stderr=(studio.folder / "feeder.log").open("w"),
+        text=True,
+    )
+    line = feeder.stdout.readline()
+    assert line, f"the feeder died: {(studio.folder / 'feeder.log').read_text()[-2000:]}"
+    yield json.loads(line)
+    feeder.terminate()
+    feeder.wait(timeout=10)
+
+
+def owner_page(browser, studio, live_run, width=1366, height=768, scheme="light"):
+    context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=scheme)
+    context.add_cookies([{"name": "sessionid", "value": live_run["session"], "url": studio.base_url}])
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.goto(f"{studio.base_url}/runs/{live_run['run']}/")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    return page, errors
+
+
+def points_in(page, panel="reward"):
+    return page.evaluate(f"document.querySelector('[data-panel={panel}] .chart').data[2].x.length")
+
+
+def test_curves_open_and_extend_in_place_as_steps_arrive(browser, studio, live_run):
+    page, errors = owner_page(browser, studio, live_run)
+    first = points_in(page)
+    assert first >= HISTORY
+    chart = page.evaluate_handle("document.querySelector('[data-panel=reward] .chart')")
+    page.evaluate("(el) => { el.dataset.marker = 'same-element'; }", chart)
+    page.wait_for_function(
+        f"document.querySelector('[data-panel=reward] .chart').data[2].x.length >= {first + 3}", timeout=15_000
+    )
+    # extended, not redrawn from scratch: the same DOM node, with our marker
+    assert page.evaluate("document.querySelector('[data-panel=reward] .chart').dataset.marker") == "same-element"
+    for panel in ("criteria", "kl", "entropy", "clip", "length", "advantage", "grad_norm", "lr", "tokens", "timing"):
+        assert points_in(page, panel) >= HISTORY, panel
+    step = int(page.text_content("[data-run-step]").split("/")[0])
+    assert step > HISTORY
+    assert page.text_content("[data-live-state]") == "live"
+    assert "step" in page.text_content("[data-log-tail]")
+    assert not errors, errors
+    page.context.close()
+
+
+def test_a_rollout_opens_with_the_keyboard_and_takes_a_note(browser, studio, live_run):
+    page, errors = owner_page(browser, studio, live_run)
+    page.wait_for_selector(".rollout-list tbody tr[data-rollout-id]")
+    page.keyboard.press("j")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".rollout-detail .completion")
+    detail = page.locator(".rollout-detail")
+    assert "What is" in detail.locator(".prompt").text_content()
+    assert detail.locator("table.criteria th", has_text="correct").count() == 1
+    assert detail.locator(".sibling").count() == 8  # the whole group side by side
+    first_id = detail.locator(".sibling.current").get_attribute("data-open-rollout")
+    page.keyboard.press("j")  # with the detail open, j reads the next rollout
+    page.wait_for_function(
+        f"document.querySelector('.rollout-detail .sibling.current')?.dataset.openRollout !== '{first_id}'"
+    )
+    detail.locator(".quick-tags button", has_text="reward hacking").click()
+    detail.locator("textarea[name=text]").fill("answers without thinking")
+    detail.locator("button[type=submit]").click()
+    page.wait_for_selector(".rollout-notes .note:has-text('answers without thinking')")
+    notes_panel = page.locator("[data-notes-panel]")
+    assert notes_panel.locator(".note .tag", has_text="reward hacking").count() == 1
+    notes_panel.locator("[data-filter-tag='reward hacking']").click()
+    assert notes_panel.locator(".note").count() == 1
+    page.keyboard.press("Escape")
+    assert page.locator(".rollout-detail").is_hidden()
+    assert not errors, errors
+    page.context.close()
+
+
+def test_a_share_link_opens_read_only_and_stops_at_once_when_revoked(browser, studio, live_run):
+    page, _ = owner_page(browser, studio, live_run)
+    page.fill("[name=share_label]", "reviewers")
+    page.click("[data-share-create]")
+    url = page.locator(".share-url input").first.input_value()
+    assert "/share/" in url
+
+    guest = browser.new_context(viewport={"width": 1366, "height": 768})  # fresh: no cookies, no session
+    guest_page = guest.new_page()
+    guest_page.goto(url)
+    guest_page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    assert guest_page.locator("[data-readonly-banner]").is_visible()
+    assert guest_page.locator("[data-note-form]").count() == 0
+    assert points_in(guest_page) >= HISTORY
+    guest_page.wait_for_selector(".rollout-list tbody tr[data-rollout-id]")
+    assert guest_page.text_content("[data-live-state]") == "live"
+
+    page.click("[data-share-list] [data-revoke]")
+    guest_page.wait_for_selector("[data-access-lost]", state="visible", timeout=5_000)
+    assert guest_page.text_content("[data-live-state]") == "closed"
+    assert guest_page.goto(url).status == 404
+    guest.close()
+    page.context.close()
+
+
+@pytest.mark.parametrize(("width", "height", "scheme"), [(1366, 768, "light"), (2560, 1440, "dark")])
+def test_screenshots_of_the_live_page(browser, studio, live_run, tmp_path, width, height, scheme):
+    page, errors = owner_page(browser, studio, live_run, width, height, scheme)
+    page.wait_for_selector(".rollout-list tbody tr[data-rollout-id]")
+    time.sleep(2)  # a few live steps
+    path = tmp_path / f"run-page-{width}-{scheme}.png"
+    page.screenshot(path=str(path))
+    page.keyboard.press("j")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".rollout-detail .completion")
+    page.screenshot(path=str(tmp_path / f"run-page-{width}-{scheme}-rollout.png"))
+    # nothing overflows the viewport sideways
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    target = os.environ.get("RUN_PAGE_SCREENSHOTS")
+    if target:
+        for shot in tmp_path.glob("*.png"):
+            shutil.copy(shot, Path(target) / shot.name)
+    assert not errors, errors
+    page.context.close()
