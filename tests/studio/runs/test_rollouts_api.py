@@ -1,0 +1,107 @@
+"""The rollout inspector's API: filters, keyset pages, the detail with its group, and who may read."""
+
+import pytest
+
+from studio.runs.models import Rollout, RolloutScore
+from studio.sharing.models import ShareLink
+from tests.studio.curves.conftest import alice, api, bob, charlie, erin, run, team  # noqa: F401
+
+
+def make(run, step, sample, reward, finish="stop", text="the answer is 4", correct=None, prompt_id=None):  # noqa: F811
+    correct = reward if correct is None else correct
+    rollout = Rollout.objects.create(
+        run=run,
+        step=step,
+        prompt_id=prompt_id or f"p{step}",
+        sample_index=sample,
+        prompt=[{"role": "user", "content": f"question {step}"}],
+        completion=text,
+        preview=text[:200],
+        reward=reward,
+        finish_reason=finish,
+        scores={"correct": {"score": correct, "explanation": "checked", "error": None}},
+    )
+    RolloutScore.objects.create(rollout=rollout, run=run, criterion="correct", score=correct)
+    return rollout
+
+
+@pytest.fixture
+def rows(run):  # noqa: F811
+    return [make(run, step, sample, reward=float((step + sample) % 3)) for step in range(10) for sample in range(4)]
+
+
+def url(run, **params):  # noqa: F811
+    return f"/api/runs/{run.pk}/rollouts/?" + "&".join(f"{k}={v}" for k, v in params.items())
+
+
+def walk(api, run, **params):  # noqa: F811
+    """Every id the pages return, following next_cursor."""
+    ids, cursor = [], None
+    while True:
+        body = api.get(url(run, **params, **({"cursor": cursor} if cursor else {}))).json()
+        ids += [r["id"] for r in body["results"]]
+        cursor = body["next_cursor"]
+        if not cursor:
+            return ids
+
+
+def test_pages_walk_every_rollout_newest_first_without_repeats(api, alice, run, rows):  # noqa: F811
+    api.force_authenticate(alice)
+    ids = walk(api, run, limit=7)
+    assert ids == [r.pk for r in sorted(rows, key=lambda r: (r.step, r.pk), reverse=True)]
+
+
+def test_sorting_by_reward_pages_through_ties_in_id_order(api, alice, run, rows):  # noqa: F811
+    api.force_authenticate(alice)
+    ids = walk(api, run, order="reward", limit=5)
+    assert ids == [r.pk for r in sorted(rows, key=lambda r: (r.reward, r.pk))]
+
+
+def test_filters_combine(api, alice, run, rows):  # noqa: F811
+    make(run, 5, 9, reward=2.0, finish="length", text="truncated output")
+    api.force_authenticate(alice)
+    body = api.get(url(run, step_min=3, step_max=6, reward_min=2, finish_reason="length")).json()
+    assert [(r["step"], r["sample_index"], r["finish_reason"]) for r in body["results"]] == [(5, 9, "length")]
+
+
+def test_criterion_score_filter(api, alice, run, rows):  # noqa: F811
+    api.force_authenticate(alice)
+    body = api.get(url(run, criterion="correct", score_min=2, limit=200)).json()
+    assert body["results"] and all(r["scores"]["correct"] >= 2 for r in body["results"])
+    assert len(body["results"]) == sum(1 for r in rows if r.reward >= 2)
+
+
+def test_text_search_reads_the_whole_completion(api, alice, run, rows):  # noqa: F811
+    make(run, 2, 7, reward=0.0, text="x" * 300 + " needle at the end")
+    api.force_authenticate(alice)
+    body = api.get(url(run, q="NEEDLE")).json()
+    assert [r["sample_index"] for r in body["results"]] == [7]
+
+
+def test_the_detail_carries_the_full_text_scores_and_group(api, bob, run, rows):  # noqa: F811
+    api.force_authenticate(bob)
+    one = rows[5]
+    body = api.get(f"/api/runs/{run.pk}/rollouts/{one.pk}/").json()
+    assert body["completion"] == "the answer is 4"
+    assert body["scores"]["correct"]["explanation"] == "checked"
+    assert [g["sample_index"] for g in body["group"]] == [0, 1, 2, 3]
+    assert all("completion" in g for g in body["group"])
+
+
+def test_an_outsider_gets_404_and_a_share_link_reads(api, charlie, alice, run, rows):  # noqa: F811
+    api.force_authenticate(charlie)
+    assert api.get(url(run)).status_code == 404
+    assert api.get(f"/api/runs/{run.pk}/rollouts/{rows[0].pk}/").status_code == 404
+    link = ShareLink.objects.create(run=run, created_by=alice)
+    guest = api.__class__()
+    assert len(guest.get(url(run, share=link.token)).json()["results"]) == 40
+    link.revoke()
+    assert guest.get(url(run, share=link.token)).status_code == 404
+
+
+def test_bad_parameters_are_named(api, alice, run):  # noqa: F811
+    api.force_authenticate(alice)
+    assert "order" in api.get(url(run, order="best")).json()
+    assert "limit" in api.get(url(run, limit=0)).json()
+    assert "cursor" in api.get(url(run, cursor="nonsense")).json()
+    assert "step_min" in api.get(url(run, step_min="x")).json()
