@@ -212,7 +212,8 @@ def measure(args) -> None:
         ("rollouts: finish_reason=length", "finish_reason=length&limit=50"),
         ("rollouts: criterion correct <= 0", "criterion=correct&score_max=0&limit=50"),
         ("rollouts: criterion + step range", "criterion=format&score_min=1&step_min=100&step_max=300&limit=50"),
-        ("rollouts: text search (q)", "q=remainder%20therefore&limit=50"),
+        ("rollouts: text search (q), common words", "q=remainder%20therefore&limit=50"),
+        ("rollouts: text search (q), no match: reads all", "q=zebra&limit=50"),
     ]
     for label, query in filters:
         report(label, f"{rollouts}?{query}", lambda b: f"{len(b['results'])} rows")

@@ -197,7 +197,9 @@ def main() -> None:
                 break
             except OSError:
                 if time.time() > deadline or server.poll() is not None:
-                    raise SystemExit(f"daphne did not start: {(Path(data_dir) / 'daphne.log').read_text()[-2000:]}")
+                    raise SystemExit(
+                        f"daphne did not start: {(Path(data_dir) / 'daphne.log').read_text()[-2000:]}"
+                    ) from None
                 time.sleep(0.2)
         delays, counts = asyncio.run(measure(port, token, run_ids, args))
     finally:

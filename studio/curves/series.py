@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from django.db.models import Avg, BigIntegerField, F, FloatField, Max, Min, QuerySet, Value
-from django.db.models.functions import Cast, Floor, Least
+from django.db.models.functions import Cast, Floor, Greatest, Least
 
 from studio.curves.downsample import DEFAULT_POINTS, MAX_POINTS, Series, bucket_span
 from studio.runs.models import MetricPoint
@@ -78,21 +78,18 @@ def _bucket_expression(col: str, lo: float, hi: float, points: int):
         return (Cast(F(col), big) - Value(int(lo), big)) * Value(points, big) / Value(span, big)
     span = bucket_span(lo, hi, integer=False)
     scaled = (F(col) - Value(lo)) * Value(float(points)) / Value(span)
-    return Least(Floor(scaled, output_field=FloatField()), Value(float(points - 1)), output_field=FloatField())
+    bucket = Floor(scaled, output_field=FloatField())
+    return Greatest(Least(bucket, Value(float(points - 1))), Value(0.0), output_field=FloatField())
 
 
 def _x_range(qs: QuerySet, col: str) -> tuple[float, float]:
-    """(first x, last x) of a non-empty queryset.
-
-    On `step` these are two short walks of the (run, key, step) index; other columns have no
-    index, so one MIN/MAX pass is cheaper than two sorts.
-    """
-    if col == "step":
-        lo = qs.order_by(col).values_list(col, flat=True).first()
-        hi = qs.order_by(f"-{col}").values_list(col, flat=True).first()
-    else:
-        lo, hi = qs.aggregate(lo=Min(col), hi=Max(col)).values()
-    return float(lo), float(hi)
+    """(first x, last x) of a non-empty queryset: the x of its first and last step, two short
+    walks of the (run, key, step) index. For wall time this relies on a run's wall time growing
+    with its step (a resumed run is a new Run); a point outside the range is still kept, in the
+    first or last bucket (the bucket expression clamps)."""
+    lo = qs.order_by("step", "id").values_list(col, flat=True).first()
+    hi = qs.order_by("-step", "-id").values_list(col, flat=True).first()
+    return float(min(lo, hi)), float(max(lo, hi))
 
 
 def key_series(run_id: int, key: str, window: Window) -> Series:
