@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 PROMPT = "Repeat the letter: {letter}"
+# Phrasings never trained on: evaluating on them shows the model finds the letter, not a memorised prompt.
+HELD_OUT_PROMPTS = ("Say the letter: {letter}", "Write the letter: {letter}", "Letter: {letter}")
 
 # Run in the rubric sandbox; `answer` is the requested letter.
 LETTER_FRACTION_CODE = """\
@@ -35,15 +37,16 @@ def score(prompt, completion, answer, **fields):
 DEMO_LETTERS = "abcd"
 
 
-def demo_rows(letters: str = DEMO_LETTERS) -> list[dict[str, str]]:
-    return [{"prompt": PROMPT.format(letter=c), "answer": c} for c in letters]
+def demo_rows(letters: str = DEMO_LETTERS, prompts: tuple[str, ...] = (PROMPT,)) -> list[dict[str, str]]:
+    return [{"prompt": prompt.format(letter=c), "answer": c} for prompt in prompts for c in letters]
 
 
-def make_demo_dataset(path: str | Path, letters: str = DEMO_LETTERS) -> Path:
-    """Write the demo prompts as JSONL (one row per letter) and return the path."""
+def make_demo_dataset(path: str | Path, letters: str = DEMO_LETTERS, prompts: tuple[str, ...] = (PROMPT,)) -> Path:
+    """Write the demo prompts as JSONL (one row per phrasing and letter) and return the path.
+    `prompts=HELD_OUT_PROMPTS` writes the held-out evaluation set."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(row) + "\n" for row in demo_rows(letters)))
+    path.write_text("".join(json.dumps(row) + "\n" for row in demo_rows(letters, prompts)))
     return path
 
 
