@@ -21,6 +21,7 @@ import asyncio
 import json
 import multiprocessing as mp
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -207,7 +208,10 @@ def main() -> None:
         server.wait(timeout=10)
         del keep_alive
 
-    print(f"  daphne log: {Path(data_dir) / 'daphne.log'}")
+    if delays and min(counts) > 0:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    else:
+        print(f"  kept for a look: {data_dir} (daphne.log)")
     expected_per_client = int(args.rate * args.duration)
     db = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
     print(
