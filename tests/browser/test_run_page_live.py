@@ -84,6 +84,21 @@ def test_curves_open_and_extend_in_place_as_steps_arrive(browser, studio, live_r
     page.context.close()
 
 
+def test_zooming_one_chart_zooms_them_all_and_fetches_that_window(browser, studio, live_run):
+    page, errors = owner_page(browser, studio, live_run)
+    with page.expect_request(lambda r: "/metrics/" in r.url and "start=20" in r.url and "end=60" in r.url):
+        page.evaluate("Plotly.relayout(document.querySelector('[data-panel=kl] .chart'), {'xaxis.range': [20, 60]})")
+    page.wait_for_function(
+        "JSON.stringify(document.querySelector('[data-panel=reward] .chart').layout.xaxis.range) === '[20,60]'"
+    )
+    # the detail: raw points of steps 20..60 only
+    page.wait_for_function("document.querySelector('[data-panel=reward] .chart').data[2].x[0] >= 20")
+    with page.expect_request(lambda r: "/metrics/" in r.url and "start=" not in r.url):
+        page.evaluate("Plotly.relayout(document.querySelector('[data-panel=kl] .chart'), {'xaxis.autorange': true})")
+    assert not errors, errors
+    page.context.close()
+
+
 def test_a_rollout_opens_with_the_keyboard_and_takes_a_note(browser, studio, live_run):
     page, errors = owner_page(browser, studio, live_run)
     page.wait_for_selector(".rollout-list tbody tr[data-rollout-id]")
