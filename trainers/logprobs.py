@@ -56,6 +56,15 @@ class TokenBatch:
         return TokenBatch(ids[:, first : P + T], attn[:, first : P + T], mask[:, :T])
 
 
+def micro_batches(batch: TokenBatch, size: int) -> list[torch.Tensor]:
+    """Row indices of micro-batches of at most `size` sequences, grouped by completion length
+    so that `select` trims most of the padding (completions that stop early at EOS do not pay
+    for the longest one). Every row appears once."""
+    lengths = batch.completion_mask.sum(-1)  # (B,)
+    order = torch.argsort(lengths, stable=True)
+    return list(torch.split(order, size))
+
+
 def _accepts_logits_to_keep(model) -> bool:
     forward = getattr(model, "get_base_model", lambda: model)().forward
     return "logits_to_keep" in inspect.signature(forward).parameters
@@ -101,8 +110,7 @@ def batched_logprobs(
     B, T = batch.completion_mask.shape
     logp = torch.zeros(B, T, device=batch.input_ids.device)
     entropy = torch.zeros(B, T, device=batch.input_ids.device) if with_entropy else None
-    for start in range(0, B, micro_batch_size):
-        rows = slice(start, start + micro_batch_size)
+    for rows in micro_batches(batch, micro_batch_size):
         mb = batch.select(rows)
         t = mb.completion_mask.shape[1]
         lp, ent = token_logprobs(model, mb, temperature=temperature, with_entropy=with_entropy)

@@ -46,7 +46,7 @@ from trainers.distributed import (
 )
 from trainers.engines.base import Generation, RolloutEngine, SamplingParams, create_engine
 from trainers.engines.mismatch import logprob_gap, tis_clip_frac, tis_weights
-from trainers.logprobs import TokenBatch, batched_logprobs, token_logprobs
+from trainers.logprobs import TokenBatch, batched_logprobs, micro_batches, token_logprobs
 from trainers.models import Reference, default_device, load_policy, load_reference, trainable_parameters
 from trainers.report import Reporter, Rollout
 from trainers.rewards.rubric import Rubric
@@ -409,13 +409,11 @@ class Trainer:
         Each micro-batch's loss is weighted by its share of the aggregation units (tokens or
         sequences), so the accumulated gradient is that of the whole batch's loss."""
         spec, algo = self.spec, self.spec.algorithm
-        B = batch.completion_mask.shape[0]
         mode = algo.loss_agg_mode
         total_units = aggregation_units(loss_mask, mode).clamp(min=1)
         sums: dict[str, float] = {}
         self.model.train()
-        for start in range(0, B, spec.optim.micro_batch_size):
-            rows = slice(start, start + spec.optim.micro_batch_size)
+        for rows in micro_batches(batch, spec.optim.micro_batch_size):
             mb = batch.select(rows)
             T = mb.completion_mask.shape[1]
             m = loss_mask[rows, :T]

@@ -2,7 +2,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from trainers.logprobs import TokenBatch, batched_logprobs, token_logprobs
+from trainers.logprobs import TokenBatch, batched_logprobs, micro_batches, token_logprobs
 
 PROMPTS = [[4, 10, 11, 12, 2, 5], [4, 20, 2, 5], [4, 30, 31, 2, 5]]
 COMPLETIONS = [[40, 41, 42], [50], [60, 61, 62, 63, 2]]
@@ -55,3 +55,10 @@ def test_the_entropy_has_a_gradient_only_when_asked(model):
     assert logp.requires_grad and not entropy.requires_grad
     _, entropy = token_logprobs(model, batch, with_entropy=True, entropy_grad=True)
     assert entropy.requires_grad
+
+
+def test_micro_batches_group_similar_lengths_and_cover_every_row():
+    batch = TokenBatch.build(PROMPTS * 2, [[1] * 9, [1], [1] * 5, [1] * 2, [1] * 8, [1]], pad_id=0)
+    parts = micro_batches(batch, 2)
+    assert [p.tolist() for p in parts] == [[1, 5], [3, 2], [4, 0]]  # lengths 1,1 | 2,5 | 8,9
+    assert batch.select(parts[0]).completion_mask.shape == (2, 1)  # short completions pay for no padding
