@@ -74,7 +74,7 @@ class LiveStudio:
         wait_for_port(redis_port, redis, self.folder / "redis.log")
         self.env = dict(
             os.environ,
-            DJANGO_SETTINGS_MODULE=os.environ.get("BROWSER_TEST_SETTINGS", "studio.settings"),
+            DJANGO_SETTINGS_MODULE="studio.settings",
             STUDIO_DATA_DIR=str(self.folder),
             DATABASE_URL=f"sqlite:///{self.folder / 'studio.sqlite3'}",
             REDIS_URL=f"redis://127.0.0.1:{redis_port}/0",
