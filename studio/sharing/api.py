@@ -39,8 +39,9 @@ def _readable_run(request: Request, run_id: int) -> Run:
     return run
 
 
-def _may_delete(user, note: Note, owner_team_ids: set[int]) -> bool:
-    return user.is_authenticated and (note.author_id == user.pk or note.run.team_id in owner_team_ids)
+def _may_delete(user, note: Note, is_team_owner: bool) -> bool:
+    """A note goes away at the hand of its author or of an owner of the run's team."""
+    return user.is_authenticated and (is_team_owner or note.author_id == user.pk)
 
 
 class NoteIn(serializers.Serializer):
@@ -54,7 +55,7 @@ class RunNotesView(APIView):
 
     def get(self, request: Request, run_id: int) -> Response:
         run = _readable_run(request, run_id)
-        notes = Note.objects.filter(run=run).select_related("rollout", "author", "run")
+        notes = Note.objects.filter(run=run).select_related("rollout", "author")
         params = request.query_params
         if params.get("rollout"):
             notes = notes.filter(rollout_id=params["rollout"])
@@ -62,8 +63,8 @@ class RunNotesView(APIView):
             notes = notes.filter(tag=params["tag"])
         if params.get("q"):
             notes = notes.filter(Q(text__icontains=params["q"]) | Q(tag__icontains=params["q"]))
-        owner_of = {run.team_id} if role_in(request.user, run.team_id) == OWNER else set()
-        return Response({"results": [n.as_dict(_may_delete(request.user, n, owner_of)) for n in notes[:NOTES_LIMIT]]})
+        is_owner = role_in(request.user, run.team_id) == OWNER
+        return Response({"results": [n.as_dict(_may_delete(request.user, n, is_owner)) for n in notes[:NOTES_LIMIT]]})
 
     def post(self, request: Request, run_id: int) -> Response:
         run = get_object_or_404(Run, pk=run_id)
@@ -93,7 +94,7 @@ class NoteView(APIView):
         role = role_in(request.user, note.run.team_id)
         if role is None:
             raise Http404("not found")
-        if not _may_delete(request.user, note, {note.run.team_id} if role == OWNER else set()):
+        if not _may_delete(request.user, note, role == OWNER):
             return Response({"detail": "only the author or a team owner deletes a note"}, status=403)
         note.delete()
         return Response(status=status.HTTP_204_NO_CONTENT)
