@@ -19,6 +19,7 @@ import math
 import random
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -242,7 +243,10 @@ class Trainer:
             if self.dist.enabled:  # the other processes average gradients with this one: join with none
                 for _ in range(spec.algorithm.ppo_epochs):
                     self._apply_gradients()
-        self.scheduler.step()
+        with warnings.catch_warnings():
+            # The schedule counts steps, updated or not; torch warns when a step had no optimiser step.
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()` before")
+            self.scheduler.step()
         self.engine.update_weights(self.model)
         self.step_count += 1
         self.last_groups = generated

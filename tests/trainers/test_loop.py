@@ -116,3 +116,47 @@ def test_learning_rate_schedules_warm_up_then_decay():
     assert lr_lambda("linear", 0, 10)(5) == pytest.approx(0.5)
     assert lr_lambda("cosine", 0, 10)(5) == pytest.approx(0.5)
     assert lr_lambda("cosine", 0, 10)(10) == pytest.approx(0.0)
+
+
+ALWAYS_ONE = {"criteria": [{"name": "any", "kind": "regex", "params": {"pattern": r"[\s\S]*"}}]}
+
+
+def test_dynamic_sampling_drops_groups_whose_rewards_agree(tiny_model_path, tmp_path):
+    # Every completion scores 1: no group has a spread, so every round is dropped and nothing trains.
+    spec = tiny_spec(
+        tiny_model_path,
+        tmp_path,
+        rubric=ALWAYS_ONE,
+        algorithm={"group_size": 4, "dynamic_sampling": True, "dynamic_sampling_max_rounds": 3},
+        optim={"total_steps": 1},
+    )
+    reporter = MemoryReporter()
+    train(spec, reporter)
+    (_, metrics), (_, rollouts) = reporter.metric_points[0], reporter.rollout_batches[0]
+    assert metrics["data/generation_rounds"] == 3 and metrics["data/groups_kept"] == 0
+    assert metrics["reward/frac_zero_std_groups"] == 1.0
+    assert "actor/loss" not in metrics
+    assert len(rollouts) == 3 * 2 * 4  # every generated group is reported, with advantage 0
+    assert all(r.advantage == 0.0 for r in rollouts)
+    assert any("no update" in line for line in reporter.lines)
+
+
+def test_the_soft_overlong_penalty_lowers_rewards_near_the_limit(tiny_model_path, tmp_path):
+    factor, buffer, limit = 0.5, 2, 6
+    spec = tiny_spec(
+        tiny_model_path,
+        tmp_path,
+        rubric=ALWAYS_ONE,
+        algorithm={
+            "group_size": 4,
+            "overlong_penalty": True,
+            "overlong_buffer": buffer,
+            "overlong_penalty_factor": factor,
+        },
+        optim={"total_steps": 1},
+    )
+    reporter = MemoryReporter()
+    train(spec, reporter)
+    for r in reporter.rollout_batches[0][1]:
+        into_buffer = max(0, r.num_tokens - (limit - buffer))
+        assert r.reward == pytest.approx(1.0 - factor * min(1.0, into_buffer / buffer))
