@@ -245,7 +245,7 @@ class Trainer:
                     self._apply_gradients()
         with warnings.catch_warnings():
             # The schedule counts steps, updated or not; torch warns when a step had no optimiser step.
-            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()` before")
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
             self.scheduler.step()
         self.engine.update_weights(self.model)
         self.step_count += 1
