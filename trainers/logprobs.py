@@ -102,7 +102,7 @@ def token_logprobs(
     return logp, entropy
 
 
-@torch.inference_mode()
+@torch.no_grad()  # not inference_mode: the results enter the loss, where autograd may save them
 def batched_logprobs(
     model, batch: TokenBatch, *, micro_batch_size: int, temperature: float = 1.0, with_entropy: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -160,3 +160,26 @@ def test_the_soft_overlong_penalty_lowers_rewards_near_the_limit(tiny_model_path
     for r in reporter.rollout_batches[0][1]:
         into_buffer = max(0, r.num_tokens - (limit - buffer))
         assert r.reward == pytest.approx(1.0 - factor * min(1.0, into_buffer / buffer))
+
+
+@pytest.mark.parametrize(
+    ("advantage_estimator", "policy_loss", "kl_estimator", "loss_agg_mode"),
+    [
+        ("grpo", "gspo", "k2", "seq-mean-token-mean"),
+        ("dr_grpo", "vanilla_pg", "k1", "seq-mean-token-sum-norm"),
+        ("reinforce_pp", "ppo_clip", "k3", "token-mean"),
+        ("reinforce_pp_baseline", "gspo", "k3", "seq-mean-token-sum"),
+    ],
+)
+def test_every_registry_entry_trains_with_two_ppo_epochs(
+    tiny_model_path, tmp_path, advantage_estimator, policy_loss, kl_estimator, loss_agg_mode
+):
+    algorithm = {
+        "group_size": 4, "advantage_estimator": advantage_estimator, "policy_loss": policy_loss,
+        "kl_estimator": kl_estimator, "loss_agg_mode": loss_agg_mode, "kl_beta": 0.05, "ppo_epochs": 2,
+    }  # fmt: skip
+    spec = tiny_spec(tiny_model_path, tmp_path, algorithm=algorithm, optim={"total_steps": 1})
+    reporter = MemoryReporter()
+    assert train(spec, reporter).status == "succeeded"
+    metrics = reporter.metric_points[0][1]
+    assert math.isfinite(metrics["actor/loss"]) and metrics["actor/ppo_kl"] != 0.0  # the second pass is off-policy
