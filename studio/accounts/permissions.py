@@ -84,6 +84,12 @@ class TeamRole(permissions.BasePermission):
     """DRF: reads need membership, writes need owner/editor (the object's team)."""
 
     def has_object_permission(self, request, view, obj) -> bool:
-        need = VIEW if request.method in permissions.SAFE_METHODS else getattr(view, "write_permission", EDIT)
+        read_only = request.method in permissions.SAFE_METHODS or getattr(view, "action", None) in view_actions(view)
+        need = VIEW if read_only else EDIT
         check(request.user, obj, need)
         return True
+
+
+def view_actions(view) -> tuple[str, ...]:
+    """POST actions that change nothing (a rubric's "try it"), open to viewers too."""
+    return getattr(view, "read_only_actions", ())

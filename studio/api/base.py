@@ -1,0 +1,50 @@
+"""What every team-owned API resource shares: querysets limited to the user's teams,
+reads for members, writes for owners/editors, 404 for everyone else."""
+
+from __future__ import annotations
+
+from rest_framework import serializers, viewsets
+from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import PermissionDenied as DRFPermissionDenied
+from rest_framework.permissions import IsAuthenticated
+
+from studio.accounts import permissions as perms
+from studio.accounts.models import Team
+
+
+class TeamScopedViewSet(viewsets.ModelViewSet):
+    permission_classes = [IsAuthenticated, perms.TeamRole]
+    model = None  # set by subclasses
+
+    def get_queryset(self):
+        queryset = perms.visible(self.model.objects.all(), self.request.user).distinct()
+        team = self.request.query_params.get("team")
+        if team and team.isdigit():
+            queryset = queryset.filter(team_id=int(team))
+        return queryset.order_by("-pk")
+
+    def perform_create(self, serializer) -> None:
+        require_team_role(self.request.user, serializer.validated_data["team"], perms.EDIT)
+        serializer.save(created_by=self.request.user)
+
+
+def require_team_role(user, team: Team, need: str) -> None:
+    role = perms.role_in(user, team.pk)
+    if role is None:
+        raise NotFound("team not found")
+    if not perms.role_allows(role, need):
+        raise DRFPermissionDenied(f"your role ({role}) cannot {need} in this team")
+
+
+class TeamField(serializers.PrimaryKeyRelatedField):
+    """A team the user belongs to (others read as 'does not exist')."""
+
+    def get_queryset(self):
+        request = self.context.get("request")
+        return perms.visible_teams(request.user) if request else Team.objects.none()
+
+
+def same_team(team: Team, **objects) -> None:
+    for name, obj in objects.items():
+        if obj is not None and obj.team_id != team.pk:
+            raise serializers.ValidationError({name: "must belong to the same team"})

@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+from rest_framework import serializers, status
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from studio.accounts import permissions as perms
+from studio.api.base import TeamField, TeamScopedViewSet, require_team_role, same_team
+from studio.api.runs import RunSerializer
+from studio.datasets.models import Dataset
+from studio.experiments import specs
+from studio.experiments.models import Experiment
+from studio.rubrics.models import Rubric
+from studio.runs import lifecycle
+from studio.runs.models import Checkpoint
+from trainers.spec import PRESETS, apply_preset
+
+
+class ExperimentSerializer(serializers.ModelSerializer):
+    team = TeamField()
+    dataset = serializers.PrimaryKeyRelatedField(queryset=Dataset.objects.all())
+    rubric = serializers.PrimaryKeyRelatedField(queryset=Rubric.objects.all())
+    preset = serializers.ChoiceField(choices=["", *PRESETS], required=False, allow_blank=True)
+    spec = serializers.SerializerMethodField(help_text="The full validated RunSpec this experiment launches.")
+
+    class Meta:
+        model = Experiment
+        fields = ["id", "team", "name", "description", "dataset", "rubric", "model_path", "preset", "config", "spec",
+                  "created", "updated"]  # fmt: skip
+
+    def validate(self, attrs):
+        team = attrs.get("team") or self.instance.team
+        if self.instance is not None and team.pk != self.instance.team_id:
+            raise serializers.ValidationError({"team": "an experiment cannot move to another team"})
+        same_team(team, dataset=attrs.get("dataset"), rubric=attrs.get("rubric"))
+        config = attrs.get("config", getattr(self.instance, "config", {})) or {}
+        preset = attrs.get("preset", getattr(self.instance, "preset", ""))
+        if preset and "preset" in attrs:
+            config = apply_preset(config, preset)  # explicit algorithm keys win over the preset
+        attrs["config"] = config
+        probe = Experiment(**{**self._current(), **attrs})
+        try:
+            specs.validate(probe.spec_config())
+        except specs.SpecError as exc:
+            raise serializers.ValidationError(exc.errors) from None
+        return attrs
+
+    def _current(self) -> dict:
+        if self.instance is None:
+            return {}
+        fields = ("team", "dataset", "rubric", "model_path", "preset", "config", "name")
+        return {f: getattr(self.instance, f) for f in fields}
+
+    def get_spec(self, experiment: Experiment) -> dict | None:
+        try:
+            return specs.validate(experiment.spec_config())
+        except specs.SpecError:
+            return None
+
+
+class LaunchSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["train", "eval"], default="train")
+    name = serializers.CharField(required=False, allow_blank=True)
+    checkpoint = serializers.IntegerField(required=False, help_text="Checkpoint id to evaluate (kind=eval).")
+    overrides = serializers.DictField(required=False, help_text="RunSpec values to change for this run only.")
+
+
+class CloneSerializer(serializers.Serializer):
+    name = serializers.CharField(required=False)
+    config = serializers.DictField(required=False, help_text="Settings merged into the copy's.")
+
+
+class ExperimentViewSet(TeamScopedViewSet):
+    """Experiments: dataset + rubric + model + preset + settings; `launch` starts a run, `clone` copies."""
+
+    model = Experiment
+    serializer_class = ExperimentSerializer
+
+    @action(detail=True, methods=["post"], serializer_class=LaunchSerializer)
+    def launch(self, request, pk=None):
+        experiment = self.get_object()
+        require_team_role(request.user, experiment.team, perms.EDIT)
+        data = LaunchSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        options = data.validated_data
+        if not experiment.dataset.is_valid:
+            return Response({"dataset": f"dataset has {experiment.dataset.error_count} errors; fix its mapping first"},
+                            status=status.HTTP_400_BAD_REQUEST)  # fmt: skip
+        config = specs.deep_merge(experiment.spec_config(options.get("name")), options.get("overrides") or {})
+        if options["kind"] == "eval" and options.get("checkpoint"):
+            checkpoint = Checkpoint.objects.filter(pk=options["checkpoint"], run__team=experiment.team).first()
+            if checkpoint is None:
+                return Response({"checkpoint": "no such checkpoint in this team"}, status=status.HTTP_400_BAD_REQUEST)
+            config = specs.deep_merge(config, {"eval": {"checkpoint": checkpoint.path}})
+        try:
+            spec = specs.validate(config)
+        except specs.SpecError as exc:
+            return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
+        name = options.get("name") or f"{experiment.name} #{experiment.runs.count() + 1}"
+        run = lifecycle.create_run(experiment.team, spec, kind=options["kind"], name=name, experiment=experiment,
+                                   user=request.user)  # fmt: skip
+        return Response(RunSerializer(run, context=self.get_serializer_context()).data, status=status.HTTP_201_CREATED)
+
+    @action(detail=True, methods=["post"], serializer_class=CloneSerializer)
+    def clone(self, request, pk=None):
+        source = self.get_object()
+        require_team_role(request.user, source.team, perms.EDIT)
+        data = CloneSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        payload = {
+            "team": source.team_id, "dataset": source.dataset_id, "rubric": source.rubric_id,
+            "model_path": source.model_path, "description": source.description,
+            "name": data.validated_data.get("name") or f"{source.name} (copy)",
+            "config": specs.deep_merge(source.config, data.validated_data.get("config") or {}),
+        }  # fmt: skip
+        serializer = ExperimentSerializer(data=payload, context=self.get_serializer_context())
+        serializer.is_valid(raise_exception=True)
+        serializer.save(created_by=request.user, preset=source.preset)
+        return Response(serializer.data, status=status.HTTP_201_CREATED)

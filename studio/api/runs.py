@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+
+from studio.accounts import permissions as perms
+from studio.api.base import require_team_role
+from studio.experiments import specs
+from studio.runs import lifecycle, rollout_query
+from studio.runs.models import Checkpoint, Rollout, Run, RunEvent
+
+EVENTS_MAX = 1000
+
+
+class RunSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Run
+        fields = ["id", "team", "experiment", "kind", "name", "state", "error", "last_step", "total_steps",
+                  "cancel_requested", "resumed_from", "last_seq", "created", "started", "finished", "heartbeat",
+                  "worker", "spec"]  # fmt: skip
+        read_only_fields = fields
+
+
+class CheckpointSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Checkpoint
+        fields = ["id", "step", "path", "created"]
+
+
+class RunDetailSerializer(RunSerializer):
+    checkpoints = CheckpointSerializer(many=True, read_only=True)
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "checkpoints"]
+        read_only_fields = fields
+
+
+class RolloutSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Rollout
+        fields = ["id", "run", "step", "prompt_id", "sample_index", "prompt", "completion", "reward", "advantage",
+                  "num_tokens", "finish_reason", "scores", "logprobs"]  # fmt: skip
+
+
+class CloneRunSerializer(serializers.Serializer):
+    name = serializers.CharField(required=False)
+    overrides = serializers.DictField(required=False, help_text="RunSpec values to change, e.g. {optim: {lr: 1e-4}}.")
+
+
+class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Runs (launched from experiments). Filters: ?team=&experiment=&state=&kind=."""
+
+    serializer_class = RunSerializer
+    permission_classes = [IsAuthenticated, perms.TeamRole]
+
+    def get_queryset(self):
+        runs = perms.visible(Run.objects.all(), self.request.user).distinct().order_by("-created", "-pk")
+        for name in ("team", "experiment"):
+            value = self.request.query_params.get(name)
+            if value and value.isdigit():
+                runs = runs.filter(**{f"{name}_id": int(value)})
+        for name in ("state", "kind"):
+            if self.request.query_params.get(name):
+                runs = runs.filter(**{name: self.request.query_params[name]})
+        return runs
+
+    def get_serializer_class(self):
+        return RunDetailSerializer if self.action == "retrieve" else RunSerializer
+
+    def list(self, request, *args, **kwargs):
+        lifecycle.sweep_lost_runs()  # cheap (one indexed query) and keeps lost runs from looking alive
+        return super().list(request, *args, **kwargs)
+
+    def _editable_run(self) -> Run:
+        run = self.get_object()
+        require_team_role(self.request.user, run.team, perms.EDIT)
+        return run
+
+    @action(detail=True, methods=["post"], serializer_class=serializers.Serializer)
+    def cancel(self, request, pk=None):
+        try:
+            run = lifecycle.request_cancel(self._editable_run())
+        except lifecycle.RunActionError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(RunSerializer(run).data)
+
+    @action(detail=True, methods=["post"], serializer_class=serializers.Serializer)
+    def resume(self, request, pk=None):
+        try:
+            run = lifecycle.resume(self._editable_run(), request.user)
+        except lifecycle.RunActionError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+    @action(detail=True, methods=["post"], serializer_class=CloneRunSerializer)
+    def clone(self, request, pk=None):
+        """A new run with this run's settings and the given overrides (change one thing)."""
+        source = self._editable_run()
+        data = CloneRunSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        config = specs.deep_merge(source.spec, data.validated_data.get("overrides") or {})
+        config.get("checkpoint", {}).pop("resume_from", None)
+        try:
+            spec = specs.validate(config)
+        except specs.SpecError as exc:
+            return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
+        run = lifecycle.create_run(source.team, spec, kind=source.kind, experiment=source.experiment,
+                                   name=data.validated_data.get("name") or f"{source.name} (clone)", user=request.user)  # fmt: skip
+        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+    @action(detail=True, methods=["get"])
+    def events(self, request, pk=None):
+        """Stored events after `?after=` (default 0), at most `?limit=` (≤ 1000), and the latest seq."""
+        run = self.get_object()
+        try:
+            after = int(request.query_params.get("after", 0))
+            limit = max(1, min(int(request.query_params.get("limit", EVENTS_MAX)), EVENTS_MAX))
+        except ValueError:
+            return Response({"detail": "after and limit must be integers"}, status=status.HTTP_400_BAD_REQUEST)
+        rows = RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")[:limit]
+        return Response({"events": [e.to_message() for e in rows], "cursor": run.last_seq})
+
+    @action(detail=True, methods=["get"])
+    def rollouts(self, request, pk=None):
+        """Keyset-paginated rollout summaries; see studio.runs.rollout_query for the filters."""
+        run = self.get_object()
+        try:
+            return Response(rollout_query.page(run.pk, request.query_params))
+        except rollout_query.QueryError as exc:
+            return Response({exc.field: str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+
+    @action(detail=True, methods=["get"], url_path=r"rollouts/(?P<rollout_id>\d+)")
+    def rollout(self, request, pk=None, rollout_id=None):
+        """One rollout in full, with `group`: the other completions of its (step, prompt_id)."""
+        run = self.get_object()
+        rollout = get_object_or_404(Rollout, run=run, pk=rollout_id)
+        group = Rollout.objects.filter(run=run, step=rollout.step, prompt_id=rollout.prompt_id).order_by("sample_index")
+        data = RolloutSerializer(rollout).data
+        data["group"] = [r.summary() for r in group.defer("prompt", "completion", "logprobs")]
+        return Response(data)

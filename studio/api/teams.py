@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.shortcuts import get_object_or_404
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+
+from studio.accounts import permissions as perms
+from studio.accounts.models import OWNER, ROLES, Membership, Team
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    username = serializers.CharField(source="user.username", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["user", "username", "role"]
+        read_only_fields = ["user"]
+
+
+class TeamSerializer(serializers.ModelSerializer):
+    role = serializers.SerializerMethodField()
+    members = MembershipSerializer(source="memberships", many=True, read_only=True)
+
+    class Meta:
+        model = Team
+        fields = ["id", "name", "created", "role", "members"]
+
+    def get_role(self, team: Team) -> str | None:
+        return perms.role_in(self.context["request"].user, team.pk)
+
+
+class AddMemberSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    role = serializers.ChoiceField(choices=[r for r, _ in ROLES])
+
+
+class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet):
+    """Your teams. Anyone may create a team (and owns it); owners manage members."""
+
+    serializer_class = TeamSerializer
+    permission_classes = [IsAuthenticated]
+
+    def get_queryset(self):
+        return perms.visible_teams(self.request.user).prefetch_related("memberships__user").distinct()
+
+    def perform_create(self, serializer) -> None:
+        team = serializer.save()
+        team.add_member(self.request.user, OWNER)
+
+    @action(detail=True, methods=["post"], serializer_class=AddMemberSerializer)
+    def members(self, request, pk=None):
+        team = perms.get_for(request.user, Team.objects.all(), pk, perms.MANAGE)
+        data = AddMemberSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        user = get_user_model().objects.filter(username=data.validated_data["username"]).first()
+        if user is None:
+            return Response({"username": ["no such user"]}, status=status.HTTP_400_BAD_REQUEST)
+        membership = team.add_member(user, data.validated_data["role"])
+        return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+    @action(detail=True, methods=["delete"], url_path=r"members/(?P<user_id>\d+)")
+    def remove_member(self, request, pk=None, user_id=None):
+        team = perms.get_for(request.user, Team.objects.all(), pk, perms.MANAGE)
+        membership = get_object_or_404(Membership, team=team, user_id=user_id)
+        if membership.role == OWNER and team.memberships.filter(role=OWNER).count() == 1:
+            return Response({"detail": "a team needs at least one owner"}, status=status.HTTP_400_BAD_REQUEST)
+        membership.delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)

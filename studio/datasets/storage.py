@@ -1,0 +1,65 @@
+"""Put a dataset's file in place and (re)read what it holds."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+
+from studio.datasets.files import DatasetFileError, detect_format, inspect_dataset
+from studio.datasets.models import Dataset
+
+
+def save_upload(upload: UploadedFile) -> Path:
+    """Move (large) or copy in chunks (small) the upload to the data dir; never read whole into memory."""
+    name = Path(upload.name or "data").name
+    dest = Path(settings.DATA_DIR) / "datasets" / uuid.uuid4().hex / name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    temp = getattr(upload, "temporary_file_path", None)
+    if temp:
+        shutil.move(temp(), dest)
+    else:
+        with dest.open("wb") as out:
+            for chunk in upload.chunks():
+                out.write(chunk)
+    return dest
+
+
+def server_path(raw: str) -> Path:
+    """A server-side path the studio may read: it must exist and lie under STUDIO_DATASET_ROOTS."""
+    path = Path(raw).expanduser().resolve()
+    if not any(path == root or root in path.parents for root in settings.DATASET_ROOTS):
+        roots = ", ".join(str(r) for r in settings.DATASET_ROOTS)
+        raise DatasetFileError(f"{path}: outside the folders datasets may be registered from ({roots})")
+    if not path.exists():
+        raise DatasetFileError(f"{path}: no such file or folder")
+    return path
+
+
+def guess_format(path: Path, fmt: str | None) -> str:
+    return fmt if fmt and fmt != "auto" else detect_format(path)
+
+
+def refresh(dataset: Dataset) -> Dataset:
+    """Stream the file once: columns, row count, size and mapping errors (naming row and field)."""
+    path = Path(dataset.path)
+    report = inspect_dataset(
+        path, dataset.format, split=dataset.split, prompt_field=dataset.prompt_field or None,
+        messages_field=dataset.messages_field or None, answer_field=dataset.answer_field or None,
+        extra_fields=dataset.extra_fields,
+    )  # fmt: skip
+    dataset.columns = report.columns
+    dataset.row_count = report.row_count
+    dataset.errors = report.errors
+    dataset.error_count = report.error_count
+    dataset.size_bytes = _size(path)
+    return dataset
+
+
+def _size(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size

@@ -1,0 +1,156 @@
+"""Render form fields from a pydantic JSON schema and read them back from POST data.
+
+The experiment form and the rubric editor both come from the trainer library's schema
+(`RunSpec.model_json_schema()`, each criterion kind's params model): help text, bounds,
+choices and defaults are declared once, in `trainers/`. Fields that the schema types as a
+free string but that the trainer checks against a catalog get that catalog as choices.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainers.algorithms.catalog import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
+from trainers.spec import PRESETS
+
+CATALOG_CHOICES: dict[str, list[str]] = {
+    "algorithm.advantage_estimator": list(ADVANTAGE_ESTIMATORS),
+    "algorithm.policy_loss": list(POLICY_LOSSES),
+    "algorithm.loss_agg_mode": list(LOSS_AGG_MODES),
+    "algorithm.kl_estimator": list(KL_ESTIMATORS),
+    "algorithm.preset": ["", *PRESETS],
+}
+
+
+@dataclass
+class FormField:
+    name: str  # dotted path, also the input name
+    label: str
+    widget: str  # number | checkbox | select | text | textarea | json
+    help: str = ""
+    value: Any = None
+    choices: list[str] = field(default_factory=list)
+    minimum: float | None = None
+    maximum: float | None = None
+    step: str = "any"
+    nullable: bool = False
+    error: str = ""
+    kind: str = "string"  # integer | number | boolean | string | list | json
+
+    @property
+    def bounds(self) -> str:
+        parts = []
+        if self.minimum is not None:
+            parts.append(f"min {self.minimum:g}")
+        if self.maximum is not None:
+            parts.append(f"max {self.maximum:g}")
+        return ", ".join(parts)
+
+    @property
+    def display_value(self) -> str:
+        if self.value is None:
+            return ""
+        if self.kind == "list":
+            return "\n".join(str(v) for v in self.value)
+        if self.kind == "json":
+            return json.dumps(self.value, indent=2)
+        return str(self.value)
+
+
+def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    ref = node.get("$ref")
+    if ref:
+        return schema["$defs"][ref.split("/")[-1]]
+    return node
+
+
+def fields_for(schema: dict[str, Any], node: dict[str, Any], prefix: str, values: dict[str, Any],
+               errors: dict[str, str], skip: tuple[str, ...] = ()) -> list[FormField]:  # fmt: skip
+    """One FormField per property of `node` (an object schema), named `prefix + property`."""
+    out = []
+    for prop, raw in _resolve(schema, node).get("properties", {}).items():
+        name = f"{prefix}{prop}"
+        if name in skip:
+            continue
+        out.append(_field(schema, name, prop, raw, values.get(prop, raw.get("default")), errors.get(name, "")))
+    return out
+
+
+def _field(schema, name: str, prop: str, raw: dict[str, Any], value: Any, error: str) -> FormField:
+    options = [_resolve(schema, o) for o in raw.get("anyOf", [raw])]
+    nullable = any(o.get("type") == "null" for o in options)
+    main = next((o for o in options if o.get("type") != "null"), options[0])
+    f = FormField(name=name, label=prop.replace("_", " "), widget="text", help=raw.get("description", ""),
+                  value=value, nullable=nullable, error=error)  # fmt: skip
+    kind = main.get("type")
+    if "enum" in main or name in CATALOG_CHOICES:
+        f.widget, f.kind = "select", "string"
+        f.choices = ([""] if nullable else []) + [str(c) for c in main.get("enum", CATALOG_CHOICES.get(name, []))]
+    elif kind in ("integer", "number"):
+        f.widget, f.kind = "number", kind
+        f.step = "1" if kind == "integer" else "any"
+        f.minimum = main.get("minimum", main.get("exclusiveMinimum"))
+        f.maximum = main.get("maximum", main.get("exclusiveMaximum"))
+    elif kind == "boolean":
+        f.widget, f.kind = "checkbox", "boolean"
+    elif kind == "array" and main.get("items", {}).get("type") == "string":
+        f.widget, f.kind = "textarea", "list"
+    elif kind == "string":
+        f.widget = "textarea" if prop in ("code", "rubric", "formula") else "text"
+    else:
+        f.widget, f.kind = "textarea", "json"
+    return f
+
+
+def read_fields(fields: list[FormField], post) -> tuple[dict[str, Any], dict[str, str]]:
+    """Nested values from POST for these fields, and parse errors by field name."""
+    out: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for f in fields:
+        raw = post.get(f.name, "")
+        try:
+            value = _parse(f, raw, f.name in post)
+        except ValueError as exc:
+            errors[f.name] = str(exc)
+            continue
+        if value is _OMIT:
+            continue
+        _set(out, f.name.split("."), value)
+    return out, errors
+
+
+_OMIT = object()
+
+
+def _parse(f: FormField, raw: str, present: bool) -> Any:
+    if f.kind == "boolean":
+        return present and raw not in ("", "0", "false", "off")
+    raw = raw.strip() if isinstance(raw, str) else raw
+    if raw == "":
+        return None if f.nullable else ([] if f.kind == "list" else _OMIT)
+    if f.kind == "integer":
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"must be a whole number, got {raw!r}") from None
+    if f.kind == "number":
+        try:
+            return float(raw)
+        except ValueError:
+            raise ValueError(f"must be a number, got {raw!r}") from None
+    if f.kind == "list":
+        return [line.strip() for line in raw.splitlines() if line.strip()]
+    if f.kind == "json":
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not valid JSON: {exc}") from None
+    return raw
+
+
+def _set(target: dict[str, Any], path: list[str], value: Any) -> None:
+    for key in path[:-1]:
+        target = target.setdefault(key, {})
+    target[path[-1]] = value

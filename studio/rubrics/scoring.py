@@ -1,0 +1,50 @@
+"""The "try it" panel: score pairs with a rubric on a worker (user code never runs in the web process)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery.exceptions import TimeoutError as CeleryTimeout
+from django.conf import settings
+from pydantic import ValidationError
+
+from studio.celery import SCORE_RUBRIC_TASK
+from studio.celery import app as celery_app
+from trainers.spec import RubricSpec, validation_errors
+
+MAX_PAIRS = 32
+
+
+class TryError(ValueError):
+    def __init__(self, errors: dict[str, str], status: int = 400) -> None:
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+        self.errors = errors
+        self.status = status
+
+
+def validate_rubric(spec: Any) -> dict[str, Any]:
+    try:
+        return RubricSpec.model_validate(spec).model_dump(mode="json")
+    except ValidationError as exc:
+        raise TryError({f"spec.{k}": v for k, v in validation_errors(exc).items()}) from None
+
+
+def try_rubric(spec: dict[str, Any], pairs: list[dict[str, Any]], timeout_s: float | None = None) -> dict[str, Any]:
+    """Send workers.score_rubric and wait for its answer; TryError with 504 when no worker answers."""
+    spec = validate_rubric(spec)
+    if not isinstance(pairs, list) or not pairs:
+        raise TryError({"pairs": "give at least one {prompt, completion} pair"})
+    if len(pairs) > MAX_PAIRS:
+        raise TryError({"pairs": f"at most {MAX_PAIRS} pairs at a time"})
+    timeout_s = settings.RUBRIC_TRY_TIMEOUT_S if timeout_s is None else timeout_s
+    result = celery_app.send_task(SCORE_RUBRIC_TASK, args=[spec, pairs])
+    try:
+        answer = result.get(timeout=timeout_s, propagate=True, disable_sync_subtasks=False)
+    except CeleryTimeout:
+        result.revoke()
+        raise TryError({"detail": f"no worker answered within {timeout_s:.0f} s; is a worker running?"}, 504) from None
+    except Exception as exc:  # noqa: BLE001 - the task itself crashed on the worker
+        raise TryError({"detail": f"scoring failed on the worker: {type(exc).__name__}: {exc}"}, 502) from None
+    if "error" in answer:
+        raise TryError({"pairs": answer["error"]})
+    return answer

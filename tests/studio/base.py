@@ -1,0 +1,77 @@
+"""A base test case with named people and one team's objects.
+
+Who may see what:
+- alice owns the team: sees and does everything, manages members;
+- bob is an editor: sees everything, creates, edits, launches and cancels;
+- carol is a viewer: sees everything, changes nothing (403);
+- charlie is in no team of theirs: everything of the team is 404 to him.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.test import override_settings
+from rest_framework.test import APIClient, APITestCase
+
+from studio.accounts.models import EDITOR, OWNER, VIEWER, Team
+from studio.datasets import storage
+from studio.datasets.models import Dataset
+from studio.experiments.models import Experiment
+from studio.rubrics.models import Rubric
+from studio.runs.models import Run
+
+RUBRIC = {"criteria": [{"name": "correct", "kind": "exact_match", "weight": 1.0, "params": {}}]}
+ROWS = [{"prompt": "What is 2+2?", "answer": "4"}, {"prompt": "Capital of France?", "answer": "Paris"}]
+
+
+def write_jsonl(path: Path, rows: list) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+class StudioTestCase(APITestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.tmp = Path(tempfile.mkdtemp(prefix="studio-test-"))
+        self.settings_override = override_settings(DATA_DIR=self.tmp, DATASET_ROOTS=[self.tmp.resolve()])
+        self.settings_override.enable()
+        self.addCleanup(self.settings_override.disable)
+        users = get_user_model().objects
+        self.alice = users.create_user("alice", password="password")
+        self.bob = users.create_user("bob", password="password")
+        self.carol = users.create_user("carol", password="password")
+        self.charlie = users.create_user("charlie", password="password")
+        self.team = Team.objects.create(name="Alice's team")
+        self.team.add_member(self.alice, OWNER)
+        self.team.add_member(self.bob, EDITOR)
+        self.team.add_member(self.carol, VIEWER)
+        self.other_team = Team.objects.create(name="Charlie's team")
+        self.other_team.add_member(self.charlie, OWNER)
+        self.dataset = self.make_dataset()
+        self.rubric = Rubric.objects.create(team=self.team, name="Correct", spec=RUBRIC, created_by=self.alice)
+        self.experiment = Experiment.objects.create(
+            team=self.team, name="Exp", dataset=self.dataset, rubric=self.rubric, model_path="/models/tiny",
+            config={"optim": {"total_steps": 5}}, created_by=self.alice,
+        )  # fmt: skip
+
+    def make_dataset(self, rows=ROWS, name="qa.jsonl", team=None, **mapping) -> Dataset:
+        path = write_jsonl(self.tmp / name, rows)
+        dataset = Dataset(team=team or self.team, name=name, source="server_file", path=str(path), format="jsonl",
+                          **mapping)  # fmt: skip
+        storage.refresh(dataset)
+        dataset.save()
+        return dataset
+
+    def make_run(self, state: str = "queued", **fields) -> Run:
+        spec = self.experiment.spec_config()
+        return Run.objects.create(team=self.team, experiment=self.experiment, name="run", spec=spec, state=state,
+                                  **fields)  # fmt: skip
+
+    def client_for(self, user) -> APIClient:
+        client = APIClient()
+        client.force_authenticate(user)
+        return client

@@ -1,0 +1,1 @@
+"""Celery workers: the only package that knows both the studio's database and the trainer library."""

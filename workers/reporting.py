@@ -1,0 +1,135 @@
+"""The worker's Reporter: buffer what the trainer reports, write it in batches, then publish.
+
+A flush is one transaction: MetricPoint / Rollout / RolloutScore rows plus the RunEvents
+that describe them (seq allocated in `studio.runs.events`), published after commit.
+Flushes happen when FLUSH_INTERVAL_S has passed or FLUSH_ROWS rows are waiting, on
+checkpoints and at the end, so a fast tiny-model run makes a handful of writes a
+second, not one per metric.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+from django.db import transaction
+
+from studio.runs import events
+from studio.runs.models import PREVIEW_CHARS, Checkpoint, MetricPoint, RolloutScore, Run
+from studio.runs.models import Rollout as RolloutRow
+from trainers.report import Rollout
+
+FLUSH_INTERVAL_S = 0.5
+FLUSH_ROWS = 2000
+LOG_TAIL = 30
+
+
+def completion_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(str(turn.get("content", "")) if isinstance(turn, dict) else str(turn) for turn in value)
+    return str(value)
+
+
+class DatabaseReporter:
+    """Implements trainers.report.Reporter for one run."""
+
+    def __init__(self, run_id: int, flush_interval_s: float = FLUSH_INTERVAL_S) -> None:
+        self.run_id = run_id
+        self.flush_interval_s = flush_interval_s
+        self.pending: list[tuple[str, int | None, Any]] = []  # (kind, step, payload) in report order
+        self.pending_rows = 0
+        self.last_flush = time.monotonic()
+        self.last_step = 0
+        self.log_tail: deque[str] = deque(maxlen=LOG_TAIL)
+
+    # --- Reporter protocol -------------------------------------------------------------
+    def metrics(self, step: int, values: dict[str, float]) -> None:
+        self._add("metrics", step, {k: float(v) for k, v in values.items()}, len(values))
+
+    def rollouts(self, step: int, rollouts: list[Rollout]) -> None:
+        self._add("rollouts", step, list(rollouts), len(rollouts) * 2)
+
+    def status(self, state: str, detail: str = "") -> None:
+        # The task owns the run's state (queued/running/final); the trainer's own status
+        # reports become log lines so nothing it says is lost.
+        self.log(f"[{state}] {detail}".rstrip())
+
+    def checkpoint(self, step: int, path: str) -> None:
+        self._add("checkpoint", step, {"path": str(path)}, 1)
+        self.flush()
+
+    def log(self, line: str) -> None:
+        for part in str(line).splitlines() or [""]:
+            self.log_tail.append(part)
+        self._add("log", None, {"line": str(line)}, 1)
+
+    # --- batching ---------------------------------------------------------------------
+    def _add(self, kind: str, step: int | None, payload: Any, rows: int) -> None:
+        self.pending.append((kind, step, payload))
+        self.pending_rows += rows
+        if step is not None:
+            self.last_step = max(self.last_step, step)
+        if self.pending_rows >= FLUSH_ROWS or time.monotonic() - self.last_flush >= self.flush_interval_s:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        pending, self.pending, self.pending_rows = self.pending, [], 0
+        self.last_flush = time.monotonic()
+        with transaction.atomic():
+            items = [self._write(kind, step, payload) for kind, step, payload in pending]
+            events.record(self.run_id, items, last_step=self.last_step)
+
+    def _write(self, kind: str, step: int | None, payload: Any) -> events.EventItem:
+        """Write the rows behind one reported item; returns its event."""
+        if kind == "metrics":
+            now = time.time()
+            MetricPoint.objects.bulk_create(
+                MetricPoint(run_id=self.run_id, step=step, key=k, value=v, wall_time=now) for k, v in payload.items()
+            )
+            return ("metrics", step, {"values": payload})
+        if kind == "rollouts":
+            rows = RolloutRow.objects.bulk_create(self._rollout_row(r) for r in payload)
+            RolloutScore.objects.bulk_create(
+                RolloutScore(rollout_id=row.pk, run_id=self.run_id, criterion=name, score=s["score"])
+                for row in rows
+                for name, s in row.scores.items()
+            )
+            return ("rollouts", step, {"items": [row.summary() for row in rows]})
+        if kind == "checkpoint":
+            Checkpoint.objects.create(run_id=self.run_id, step=step, path=payload["path"])
+        return (kind, step, payload)
+
+    def _rollout_row(self, rollout: Rollout) -> RolloutRow:
+        text = completion_text(rollout.completion)
+        scores = {
+            name: {"score": float(s.score), "explanation": s.explanation, "error": s.error}
+            for name, s in rollout.scores.items()
+        }
+        return RolloutRow(
+            run_id=self.run_id, step=rollout.step, prompt_id=str(rollout.prompt_id), sample_index=rollout.sample_index,
+            prompt=rollout.prompt, completion=rollout.completion, preview=text[:PREVIEW_CHARS],
+            reward=float(rollout.reward), advantage=float(rollout.advantage), num_tokens=int(rollout.num_tokens),
+            finish_reason=rollout.finish_reason, scores=scores, logprobs=rollout.logprobs,
+        )  # fmt: skip
+
+
+class CancelCheck:
+    """`should_stop` for the trainer: reads Run.cancel_requested at most once per `every_s`."""
+
+    def __init__(self, run_id: int, every_s: float = 1.0) -> None:
+        self.run_id = run_id
+        self.every_s = every_s
+        self.checked_at = 0.0
+        self.cancelled = False
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if not self.cancelled and now - self.checked_at >= self.every_s:
+            self.checked_at = now
+            self.cancelled = Run.objects.filter(pk=self.run_id, cancel_requested=True).exists()
+        return self.cancelled

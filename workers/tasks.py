@@ -1,0 +1,137 @@
+"""Celery tasks, registered by name; the studio sends them with `send_task`.
+
+- workers.run_training / workers.run_eval: turn a Run row into a RunSpec, call the trainer
+  (`train` / `evaluate`) with a DatabaseReporter and a cancel check, heartbeat while it runs,
+  and record how it ended (with the error and the last log lines on failure).
+- workers.score_rubric: the rubric editor's "try it"; user code runs in the trainer's
+  sandbox here, never in the web process.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import traceback
+from pathlib import Path
+from typing import Any
+
+from celery import shared_task
+from django.conf import settings
+from django.db import close_old_connections, connection
+
+from studio.runs import lifecycle
+from studio.runs.models import CANCELLED, FAILED, SUCCEEDED, Run
+from workers.reporting import CancelCheck, DatabaseReporter
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name="workers.run_training")
+def run_training(run_id: int) -> str:
+    return execute_run(run_id, _hostname(run_training))
+
+
+@shared_task(name="workers.run_eval")
+def run_eval(run_id: int) -> str:
+    return execute_run(run_id, _hostname(run_eval))
+
+
+@shared_task(name="workers.score_rubric")
+def score_rubric(rubric_spec: dict[str, Any], pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """{"results": [{reward, passed, error, scores: {name: {score, explanation, error}}}]} or {"error": "..."}."""
+    from trainers.rewards.rubric import score_pairs
+
+    try:
+        results = score_pairs(rubric_spec, pairs)
+    except ValueError as exc:  # a bad rubric or a bad pair: the caller shows the message
+        return {"error": str(exc)}
+    return {
+        "results": [
+            {
+                "reward": r.reward,
+                "passed": r.passed,
+                "error": r.error,
+                "scores": {
+                    n: {"score": s.score, "explanation": s.explanation, "error": s.error} for n, s in r.scores.items()
+                },
+            }
+            for r in results
+        ]
+    }
+
+
+def _hostname(task) -> str:
+    return getattr(task.request, "hostname", None) or socket.gethostname()
+
+
+def run_spec(run: Run):
+    """The RunSpec for a run, with its output folder under this worker's data dir."""
+    from trainers.spec import RunSpec
+
+    config = dict(run.spec)
+    checkpoint = dict(config.get("checkpoint") or {})
+    checkpoint["output_dir"] = str(Path(settings.DATA_DIR) / "runs" / str(run.pk))
+    config["checkpoint"] = checkpoint
+    config["name"] = run.name
+    return RunSpec.model_validate(config)
+
+
+def execute_run(run_id: int, worker: str) -> str:
+    """Run one queued run to its end; returns its final state (or why it did not start)."""
+    close_old_connections()
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None:
+        log.warning("run %s does not exist (deleted, or another database)", run_id)
+        return "missing"
+    if not lifecycle.start(run_id, worker):
+        return "not-queued"
+    reporter = DatabaseReporter(run_id)
+    stop_beat = _start_heartbeat(run_id)
+    try:
+        spec = run_spec(run)
+        if run.kind == "eval":
+            from trainers.evaluate import evaluate
+
+            result = evaluate(spec, reporter, CancelCheck(run_id))
+        else:
+            from trainers.loop import train
+
+            result = train(spec, reporter, CancelCheck(run_id))
+        reporter.flush()
+        state = {"succeeded": SUCCEEDED, "cancelled": CANCELLED}.get(result.status, FAILED)
+        detail = getattr(result, "detail", "") or f"{result.status}"
+        error = "" if state != FAILED else _failure_text(detail, reporter)
+        lifecycle.finish(run_id, state, detail=detail, error=error)
+        return state
+    except Exception as exc:  # noqa: BLE001 - any failure of the run is recorded on the run
+        log.exception("run %s failed", run_id)
+        reporter.log(traceback.format_exc())
+        try:
+            reporter.flush()
+        except Exception:  # noqa: BLE001 - the database may be the problem; the error text still goes in below
+            log.exception("could not flush the last reports of run %s", run_id)
+        lifecycle.finish(run_id, FAILED, error=_failure_text(f"{type(exc).__name__}: {exc}", reporter))
+        return FAILED
+    finally:
+        stop_beat.set()
+
+
+def _failure_text(message: str, reporter: DatabaseReporter) -> str:
+    tail = "\n".join(list(reporter.log_tail)[-20:])
+    return f"{message}\n\nlast log lines:\n{tail}" if tail else message
+
+
+def _start_heartbeat(run_id: int) -> threading.Event:
+    """A thread that stamps Run.heartbeat every HEARTBEAT_INTERVAL_S while the run goes on."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(settings.HEARTBEAT_INTERVAL_S):
+                lifecycle.beat(run_id)
+        finally:
+            connection.close()
+
+    threading.Thread(target=beat, name=f"heartbeat-{run_id}", daemon=True).start()
+    return stop
