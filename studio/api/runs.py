@@ -3,13 +3,14 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.permissions import IsAuthenticated
+from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
 from studio.api.base import require_team_role
 from studio.experiments import specs
 from studio.runs import lifecycle, rollout_query
+from studio.runs.access import readable_run
 from studio.runs.models import Checkpoint, Rollout, Run, RunEvent
 
 EVENTS_MAX = 1000
@@ -123,21 +124,21 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         rows = RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")[:limit]
         return Response({"events": [e.to_message() for e in rows], "cursor": run.last_seq})
 
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], permission_classes=[AllowAny])
     def rollouts(self, request, pk=None):
         """Keyset-paginated rollout summaries; see studio.runs.rollout_query for the filters."""
-        run = self.get_object()
+        run = readable_run(request, pk)  # members, or a live share link (read-only)
         try:
             return Response(rollout_query.page(run.pk, request.query_params))
         except rollout_query.QueryError as exc:
             return Response({exc.field: str(exc)}, status=status.HTTP_400_BAD_REQUEST)
 
-    @action(detail=True, methods=["get"], url_path=r"rollouts/(?P<rollout_id>\d+)")
+    @action(detail=True, methods=["get"], url_path=r"rollouts/(?P<rollout_id>\d+)", permission_classes=[AllowAny])
     def rollout(self, request, pk=None, rollout_id=None):
-        """One rollout in full, with `group`: the other completions of its (step, prompt_id)."""
-        run = self.get_object()
+        """One rollout in full, with `group`: the other completions of its (step, prompt_id), shown side by side."""
+        run = readable_run(request, pk)  # members, or a live share link (read-only)
         rollout = get_object_or_404(Rollout, run=run, pk=rollout_id)
         group = Rollout.objects.filter(run=run, step=rollout.step, prompt_id=rollout.prompt_id).order_by("sample_index")
         data = RolloutSerializer(rollout).data
-        data["group"] = [r.summary() for r in group.defer("prompt", "completion", "logprobs")]
+        data["group"] = [{**r.summary(), "completion": r.completion} for r in group.defer("prompt", "logprobs")]
         return Response(data)

@@ -7,7 +7,6 @@ at worst (the page drops it by step), never zero times.
 
 from __future__ import annotations
 
-from django.http import Http404
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -16,7 +15,7 @@ from rest_framework.views import APIView
 
 from studio.curves.downsample import DEFAULT_POINTS
 from studio.curves.series import Window, metric_keys, run_series
-from studio.runs.access import viewable_run
+from studio.runs.access import readable_run
 
 
 def _number(params, name: str, cast=float):
@@ -44,13 +43,11 @@ def window_from(params) -> Window:
 
 
 class RunMetricsView(APIView):
-    # Access is decided by viewable_run: team members, or anyone holding a live share link.
+    # Access is decided by readable_run: team members, or anyone holding a live share link.
     permission_classes = [AllowAny]
 
     def get(self, request: Request, run_id: int) -> Response:
-        run = viewable_run(request.user, run_id, share_token=request.query_params.get("share"))
-        if run is None:
-            raise Http404("not found")
+        run = readable_run(request, run_id)
         window = window_from(request.query_params)
         cursor = run.last_seq
         all_keys = metric_keys(run.pk)

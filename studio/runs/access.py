@@ -5,6 +5,8 @@ The run-page engineer extends it with read-only share links (`share_token`).
 
 from __future__ import annotations
 
+from rest_framework.exceptions import NotAuthenticated, NotFound
+
 from studio.accounts.permissions import role_in
 from studio.runs.models import Run
 
@@ -24,3 +26,18 @@ def viewable_run(user, run_id, share_token: str | None = None) -> Run | None:
         if share_token_opens(run.pk, share_token):
             return run
     return None
+
+
+def readable_run(request, run_id) -> Run:
+    """viewable_run for an API read: the request's user, or its `?share=` token.
+
+    Raises NotAuthenticated (401/403) for an anonymous request without a token, as every other
+    API read does, and NotFound for everyone who may not see the run (no leak that it exists).
+    """
+    token = request.query_params.get("share")
+    if not token and not request.user.is_authenticated:
+        raise NotAuthenticated()
+    run = viewable_run(request.user, run_id, share_token=token)
+    if run is None:
+        raise NotFound("not found")
+    return run

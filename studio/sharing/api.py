@@ -6,7 +6,7 @@
     POST     /api/share-links/<id>/revoke/  owners and editors; closes live websockets
     GET      /api/compare/?runs=1,2,3       team members of every run
 
-Reads accept a share token (`?share=`) through viewable_run; writes never do.
+Reads accept a share token (`?share=`) through readable_run; writes never do.
 """
 
 from __future__ import annotations
@@ -23,20 +23,13 @@ from rest_framework.views import APIView
 
 from studio.accounts.models import OWNER
 from studio.accounts.permissions import EDIT, check, role_in
-from studio.runs.access import viewable_run
+from studio.runs.access import readable_run, viewable_run
 from studio.runs.models import Rollout, Run
 from studio.sharing.compare import differences
 from studio.sharing.models import TAG_MAX, TEXT_MAX, Note, ShareLink
 
 MAX_COMPARE = 12
 NOTES_LIMIT = 500
-
-
-def _readable_run(request: Request, run_id: int) -> Run:
-    run = viewable_run(request.user, run_id, share_token=request.query_params.get("share"))
-    if run is None:
-        raise Http404("not found")
-    return run
 
 
 def _may_delete(user, note: Note, is_team_owner: bool) -> bool:
@@ -51,10 +44,10 @@ class NoteIn(serializers.Serializer):
 
 
 class RunNotesView(APIView):
-    permission_classes = [AllowAny]  # reads: viewable_run decides; writes: check(..., EDIT)
+    permission_classes = [AllowAny]  # reads: readable_run decides; writes: check(..., EDIT)
 
     def get(self, request: Request, run_id: int) -> Response:
-        run = _readable_run(request, run_id)
+        run = readable_run(request, run_id)
         notes = Note.objects.filter(run=run).select_related("rollout", "author")
         params = request.query_params
         if params.get("rollout"):

@@ -153,7 +153,9 @@ def test_a_share_link_opens_read_only_and_stops_at_once_when_revoked(browser, st
     page.context.close()
 
 
-@pytest.mark.parametrize(("width", "height", "scheme"), [(1366, 768, "light"), (2560, 1440, "dark"), (1680, 1050, "light")])
+@pytest.mark.parametrize(
+    ("width", "height", "scheme"), [(1366, 768, "light"), (2560, 1440, "dark"), (1680, 1050, "light")]
+)
 def test_screenshots_of_the_live_page(browser, studio, live_run, tmp_path, width, height, scheme):
     page, errors = owner_page(browser, studio, live_run, width, height, scheme)
     page.wait_for_selector(".rollout-list tbody tr[data-rollout-id]")

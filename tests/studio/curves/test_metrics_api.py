@@ -34,8 +34,9 @@ def test_an_outsider_gets_404(api, charlie, run):
     assert api.get(url(run)).status_code == 404
 
 
-def test_an_anonymous_visitor_without_a_share_link_gets_404(api, run):
-    assert api.get(url(run)).status_code == 404
+def test_an_anonymous_visitor_without_a_share_link_is_refused(api, run):
+    assert api.get(url(run)).status_code in (401, 403)
+    assert api.get(url(run, share="not-a-token")).status_code == 404
 
 
 def test_it_sends_only_the_keys_asked_for(api, alice, run):
