@@ -1,0 +1,39 @@
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from studio.fleet.models import WorkerNode
+
+GPU = {"index": 0, "name": "NVIDIA L4", "memory_total_gb": 22.5, "memory_used_gb": 7.25, "utilization": 80}
+
+
+@pytest.fixture
+def nodes(db):
+    WorkerNode.record_start("gpu@zeta", ["gpu"], [GPU], concurrency=1)
+    old = WorkerNode.record_start("gpu@alpha", ["gpu"], [], concurrency=1)
+    WorkerNode.objects.filter(pk=old.pk).update(last_seen=timezone.now() - timedelta(hours=1))
+
+
+def test_the_page_lists_online_workers_first_with_gpu_memory(client, alice, nodes):
+    client.force_login(alice)
+    html = client.get("/fleet/").content.decode()
+    assert "1 online of 2" in html
+    assert html.index("gpu@zeta") < html.index("gpu@alpha")  # online first, although alpha sorts first
+    assert "NVIDIA L4 — 7.25 / 22.5 GB" in html
+    assert "not responding" in html
+
+
+def test_an_empty_fleet_says_how_to_start_a_worker(client, alice):
+    client.force_login(alice)
+    assert "--queues gpu" in client.get("/fleet/").content.decode()
+
+
+def test_someone_in_no_team_gets_403(client, charlie, nodes):
+    client.force_login(charlie)
+    assert client.get("/fleet/").status_code == 403
+
+
+def test_an_anonymous_visitor_is_sent_to_log_in(client, nodes):
+    response = client.get("/fleet/")
+    assert response.status_code == 302
