@@ -1,0 +1,76 @@
+"""execute_run end to end in-process: a real tiny model, the real trainer, the real database."""
+
+from __future__ import annotations
+
+import pytest
+
+from studio.runs import lifecycle
+from studio.runs.models import Checkpoint, MetricPoint, Rollout, Run
+from tests.studio.base import StudioTestCase
+from workers.tasks import execute_run
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    from trainers.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.mark.usefixtures("tiny_model")
+class ExecuteRunTest(StudioTestCase):
+    @pytest.fixture(autouse=True)
+    def _model(self, tiny_model):
+        self.model_path = str(tiny_model)
+
+    def demo_run(self, **overrides) -> Run:
+        from trainers.demo import demo_spec, make_demo_dataset
+
+        data = make_demo_dataset(self.tmp / "demo.jsonl")
+        spec = demo_spec(self.model_path, data, self.tmp / "out", optim={"total_steps": 2, "prompts_per_step": 2},
+                         algorithm={"group_size": 2}, **overrides)  # fmt: skip
+        return lifecycle.create_run(self.team, spec, name="demo")
+
+    def test_a_training_run_records_metrics_rollouts_a_checkpoint_and_succeeds(self):
+        run = self.demo_run()
+        self.assertEqual(execute_run(run.pk, "test-worker"), "succeeded")
+        run.refresh_from_db()
+        self.assertEqual((run.state, run.last_step, run.worker), ("succeeded", 2, "test-worker"))
+        self.assertEqual(
+            sorted(set(MetricPoint.objects.filter(run=run, key="reward/mean").values_list("step", flat=True))), [1, 2]
+        )
+        self.assertEqual(Rollout.objects.filter(run=run).count(), 2 * 2 * 2)
+        self.assertTrue(Checkpoint.objects.filter(run=run).exists())
+        states = [e.payload["state"] for e in run.events.filter(kind="status").order_by("seq")]
+        self.assertEqual(states, ["queued", "running", "succeeded"])
+        self.assertEqual(list(run.events.values_list("seq", flat=True)), list(range(1, run.last_seq + 1)))
+
+    def test_a_run_that_fails_records_the_error_and_the_last_log_lines(self):
+        run = self.demo_run(model={"path": str(self.tmp / "no-such-model")})
+        self.assertEqual(execute_run(run.pk, "test-worker"), "failed")
+        run.refresh_from_db()
+        self.assertEqual(run.state, "failed")
+        self.assertIn("no-such-model", run.error)
+        self.assertIn("last log lines", run.error)
+
+    def test_a_cancel_request_stops_the_trainer_and_the_run_ends_cancelled(self):
+        run = self.demo_run()
+        Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+        self.assertEqual(execute_run(run.pk, "test-worker"), "cancelled")
+        run.refresh_from_db()
+        self.assertEqual(run.state, "cancelled")
+        self.assertLess(run.last_step, 2)
+
+    def test_a_run_cancelled_while_queued_is_not_started(self):
+        run = self.demo_run()
+        lifecycle.request_cancel(run)
+        self.assertEqual(execute_run(run.pk, "test-worker"), "not-queued")
+        self.assertEqual(Run.objects.get(pk=run.pk).state, "cancelled")
+
+    def test_an_evaluation_run_scores_the_base_model_without_training(self):
+        run = self.demo_run()
+        Run.objects.filter(pk=run.pk).update(kind="eval")
+        self.assertEqual(execute_run(run.pk, "test-worker"), "succeeded")
+        keys = set(MetricPoint.objects.filter(run=run).values_list("key", flat=True))
+        self.assertTrue(any(k.startswith("eval/") for k in keys), keys)
+        self.assertTrue(Rollout.objects.filter(run=run).exists())

@@ -1,0 +1,41 @@
+"""A run whose worker stops sending heartbeats is marked failed with the reason."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from studio.runs import lifecycle
+from studio.runs.models import Run
+from tests.studio.base import StudioTestCase
+
+
+class LostWorkerTest(StudioTestCase):
+    def test_the_sweeper_fails_runs_whose_heartbeat_is_older_than_the_timeout(self):
+        stale = self.make_run("running", heartbeat=timezone.now() - timedelta(seconds=120), worker="gpu@box")
+        fresh = self.make_run("running", heartbeat=timezone.now())
+        self.assertEqual(lifecycle.sweep_lost_runs(timeout_s=45), [stale.pk])
+        stale.refresh_from_db()
+        self.assertEqual(stale.state, "failed")
+        self.assertIn("worker lost", stale.error)
+        self.assertIn("gpu@box", stale.error)
+        self.assertEqual(stale.events.get(kind="status").payload["state"], "failed")
+        self.assertEqual(Run.objects.get(pk=fresh.pk).state, "running")
+
+    def test_listing_runs_sweeps_so_a_lost_run_never_looks_alive(self):
+        stale = self.make_run("running", heartbeat=timezone.now() - timedelta(hours=1))
+        self.client_for(self.carol).get("/api/runs/")
+        self.assertEqual(Run.objects.get(pk=stale.pk).state, "failed")
+
+    def test_a_worker_that_finishes_after_the_sweeper_cannot_overwrite_the_failure(self):
+        run = self.make_run("running", heartbeat=timezone.now() - timedelta(hours=1))
+        lifecycle.sweep_lost_runs()
+        self.assertFalse(lifecycle.finish(run.pk, "succeeded"))
+        self.assertEqual(Run.objects.get(pk=run.pk).state, "failed")
+
+    def test_stopping_the_studio_fails_the_runs_of_its_local_worker(self):
+        run = self.make_run("running", heartbeat=timezone.now(), worker="local@here")
+        other = self.make_run("running", heartbeat=timezone.now(), worker="gpu@elsewhere")
+        self.assertEqual(lifecycle.fail_runs_of_worker("local@here", "studio stopped"), [run.pk])
+        self.assertEqual(Run.objects.get(pk=other.pk).state, "running")

@@ -1,0 +1,76 @@
+"""The worker's Reporter writes rows and events in batches, with gap-free seqs, then publishes."""
+
+from __future__ import annotations
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from studio.runs.models import Checkpoint, MetricPoint, RolloutScore, RunEvent
+from studio.runs.models import Rollout as RolloutRow
+from tests.studio.base import StudioTestCase
+from trainers.report import CriterionScore, Rollout
+from workers.reporting import CancelCheck, DatabaseReporter
+
+
+def rollout(step: int, i: int, reward: float) -> Rollout:
+    return Rollout(step=step, prompt_id="p1", sample_index=i, prompt="Say a", completion="a" * 300, reward=reward,
+                   scores={"letter": CriterionScore(reward, "fraction of a")}, advantage=reward - 0.5, num_tokens=5)  # fmt: skip
+
+
+class ReporterTest(StudioTestCase):
+    def test_it_buffers_until_the_interval_passes_then_writes_everything_in_one_batch(self):
+        run = self.make_run("running")
+        reporter = DatabaseReporter(run.pk, flush_interval_s=3600)
+        reporter.rollouts(1, [rollout(1, 0, 0.0), rollout(1, 1, 1.0)])
+        reporter.metrics(1, {"reward/mean": 0.5, "actor/loss": 1.25})
+        self.assertEqual(RunEvent.objects.filter(run=run).count(), 0)
+        reporter.flush()
+        self.assertEqual(
+            list(RunEvent.objects.filter(run=run).values_list("seq", "kind")), [(1, "rollouts"), (2, "metrics")]
+        )
+        self.assertEqual(MetricPoint.objects.filter(run=run, key="actor/loss").get().value, 1.25)
+        rows = RolloutRow.objects.filter(run=run).order_by("sample_index")
+        self.assertEqual([r.reward for r in rows], [0.0, 1.0])
+        self.assertEqual(len(rows[0].preview), 200)
+        self.assertEqual(RolloutScore.objects.filter(run=run, criterion="letter", score=1.0).count(), 1)
+        run.refresh_from_db()
+        self.assertEqual((run.last_seq, run.last_step), (2, 1))
+
+    def test_rollout_events_carry_summaries_with_database_ids(self):
+        run = self.make_run("running")
+        reporter = DatabaseReporter(run.pk)
+        reporter.rollouts(3, [rollout(3, 0, 0.25)])
+        reporter.flush()
+        item = RunEvent.objects.get(run=run, kind="rollouts").payload["items"][0]
+        self.assertEqual(item["id"], RolloutRow.objects.get(run=run).pk)
+        self.assertEqual(item["scores"], {"letter": 0.25})
+        self.assertEqual(item["preview"], "a" * 200)
+
+    def test_checkpoints_are_written_at_once_and_kept_for_resume(self):
+        run = self.make_run("running")
+        reporter = DatabaseReporter(run.pk, flush_interval_s=3600)
+        reporter.checkpoint(10, "/tmp/ckpt-10")
+        self.assertEqual(Checkpoint.objects.get(run=run).path, "/tmp/ckpt-10")
+        self.assertEqual(RunEvent.objects.get(run=run).payload, {"path": "/tmp/ckpt-10"})
+
+    def test_it_publishes_each_event_to_the_runs_group_after_commit(self):
+        run = self.make_run("running")
+        layer = get_channel_layer()
+        channel = async_to_sync(layer.new_channel)()
+        async_to_sync(layer.group_add)(f"run-{run.pk}", channel)
+        reporter = DatabaseReporter(run.pk)
+        reporter.log("hello")
+        with self.captureOnCommitCallbacks(execute=True):
+            reporter.flush()
+        message = async_to_sync(layer.receive)(channel)
+        self.assertEqual(message["type"], "run.event")
+        self.assertEqual(message["event"]["data"], {"line": "hello"})
+        self.assertEqual(message["event"]["seq"], 1)
+
+    def test_the_cancel_check_sees_a_cancel_request(self):
+        run = self.make_run("running")
+        check = CancelCheck(run.pk, every_s=0)
+        self.assertFalse(check())
+        run.cancel_requested = True
+        run.save()
+        self.assertTrue(check())
