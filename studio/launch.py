@@ -20,6 +20,8 @@ import threading
 import time
 from pathlib import Path
 
+from studio.fleet.gpus import default_concurrency
+
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL_WORKER = "local@%h"
 STOP_GRACE_S = 10.0
@@ -213,7 +215,9 @@ def worker(args: argparse.Namespace) -> int:
     if not os.environ.get("REDIS_URL"):
         raise SystemExit("REDIS_URL must point at the studio's Redis (and DATABASE_URL at its database)")
     hostname = args.name or f"{args.queues.replace(',', '-')}@%h"
-    return subprocess.call(worker_argv(args.queues, args.concurrency, hostname), cwd=ROOT)
+    # One pool process per GPU on a gpu-queue worker (workers.gpu pins each to its own device).
+    concurrency = args.concurrency or default_concurrency(args.queues)
+    return subprocess.call(worker_argv(args.queues, concurrency, hostname), cwd=ROOT)
 
 
 def test(args: argparse.Namespace) -> int:
@@ -259,7 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     p_up.set_defaults(func=up)
     p_worker = sub.add_parser("worker", help="start a Celery worker only (another machine)")
     p_worker.add_argument("--queues", default="default,gpu", help="comma-separated: default, gpu")
-    p_worker.add_argument("--concurrency", type=int, default=1)
+    p_worker.add_argument(
+        "--concurrency", type=int, default=None, help="runs at once (default: one per GPU for the gpu queue, else 1)"
+    )
     p_worker.add_argument("--name", default="", help="worker name (default: <queues>@<host>)")
     p_worker.set_defaults(func=worker)
     p_test = sub.add_parser("test", help="run the test suite")

@@ -12,6 +12,8 @@ import django  # noqa: E402
 django.setup()
 
 from studio.celery import app  # noqa: E402
-from workers import tasks  # noqa: E402, F401  (registers the tasks by name)
+
+# tasks: registered by name; gpu: Celery signal handlers (GPU pinning, fleet inventory, memory release)
+from workers import gpu, tasks  # noqa: E402, F401
 
 __all__ = ["app"]
