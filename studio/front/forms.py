@@ -96,7 +96,8 @@ def read_rubric(post) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
 
 def trial_pairs(trial: dict[str, str], post, user) -> list[dict[str, Any]]:
     """Pairs for "try it": typed prompt/answer, or a dataset row, with completions separated by '---' lines."""
-    completions = [c.strip("\n") for c in trial["completions"].split("\n---\n") if c.strip()]
+    text = trial["completions"].replace("\r\n", "\n")  # browsers submit textarea lines as CRLF
+    completions = [c.strip("\n") for c in text.split("\n---\n") if c.strip()]
     if not completions:
         raise ValueError("type at least one completion (separate several with a line of ---)")
     try:
