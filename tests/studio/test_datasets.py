@@ -1,0 +1,121 @@
+"""Datasets: upload or register, preview, field mapping, and errors that name row and field."""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from studio.datasets.models import Dataset
+from tests.studio.base import ROWS, StudioTestCase, write_jsonl
+
+
+class DatasetsTest(StudioTestCase):
+    def upload(self, name: str, content: bytes, **fields):
+        file = io.BytesIO(content)
+        file.name = name
+        body = {"team": self.team.pk, "name": name, "file": file, **fields}
+        return self.client_for(self.bob).post("/api/datasets/", body, format="multipart")
+
+    def test_it_uploads_jsonl_and_counts_rows(self):
+        response = self.upload("qa.jsonl", b'{"prompt": "a", "answer": "1"}\n{"prompt": "b", "answer": "2"}\n')
+        self.assertEqual(response.status_code, 201, response.content)
+        data = response.json()
+        self.assertEqual(
+            (data["format"], data["row_count"], data["error_count"], data["source"]), ("jsonl", 2, 0, "upload")
+        )
+        self.assertEqual(data["columns"], ["prompt", "answer"])
+
+    def test_it_uploads_csv_with_a_custom_mapping(self):
+        response = self.upload(
+            "qa.csv", b"question,gold\nWhat?,yes\nWhy?,no\n", prompt_field="question", answer_field="gold"
+        )
+        self.assertEqual(response.status_code, 201, response.content)
+        self.assertEqual((response.json()["row_count"], response.json()["error_count"]), (2, 0))
+
+    def test_it_uploads_parquet(self):
+        buffer = io.BytesIO()
+        pq.write_table(pa.Table.from_pylist(ROWS * 3), buffer)
+        response = self.upload("qa.parquet", buffer.getvalue())
+        self.assertEqual(response.status_code, 201, response.content)
+        self.assertEqual(response.json()["row_count"], 6)
+
+    def test_a_large_upload_is_streamed_to_disk_not_held_in_memory(self):
+        line = b'{"prompt": "' + b"x" * 1000 + b'", "answer": "1"}\n'
+        with self.settings(FILE_UPLOAD_MAX_MEMORY_SIZE=64 * 1024):
+            response = self.upload("big.jsonl", line * 3000)  # ~3 MB, over the in-memory limit
+        self.assertEqual(response.status_code, 201, response.content)
+        self.assertEqual(response.json()["row_count"], 3000)
+
+    def test_it_registers_a_server_side_file_and_a_hugging_face_folder(self):
+        path = write_jsonl(self.tmp / "server.jsonl", ROWS)
+        response = self.client_for(self.bob).post(
+            "/api/datasets/", {"team": self.team.pk, "name": "s", "path": str(path)}, format="json"
+        )
+        self.assertEqual((response.status_code, response.json()["source"]), (201, "server_file"))
+        folder = self.tmp / "hf" / "train"
+        folder.mkdir(parents=True)
+        pq.write_table(pa.Table.from_pylist(ROWS), folder / "train-00000.parquet")
+        response = self.client_for(self.bob).post(
+            "/api/datasets/", {"team": self.team.pk, "name": "h", "path": str(self.tmp / "hf")}, format="json"
+        )
+        self.assertEqual(response.status_code, 201, response.content)
+        self.assertEqual((response.json()["format"], response.json()["row_count"]), ("hf", 2))
+
+    def test_it_refuses_paths_outside_the_allowed_folders(self):
+        response = self.client_for(self.bob).post(
+            "/api/datasets/", {"team": self.team.pk, "name": "x", "path": "/etc/passwd"}, format="json"
+        )
+        self.assertEqual(response.status_code, 400)
+        self.assertIn("outside the folders", response.json()["path"][0])
+
+    def test_malformed_rows_are_reported_by_row_and_nothing_else_breaks(self):
+        response = self.upload(
+            "bad.jsonl", b'{"prompt": "ok", "answer": "1"}\n{not json\n[1, 2]\n{"prompt": "", "answer": "3"}\n'
+        )
+        self.assertEqual(response.status_code, 201)
+        errors = response.json()["errors"]
+        self.assertEqual([(e["row"], e["field"]) for e in errors], [(2, None), (3, None), (4, "prompt")])
+        self.assertIn("not valid JSON", errors[0]["message"])
+        self.assertEqual(response.json()["row_count"], 4)
+
+    def test_a_mis_mapped_dataset_names_the_missing_field_and_cannot_be_launched(self):
+        dataset = self.make_dataset(ROWS, name="mis.jsonl", prompt_field="question")
+        self.assertEqual(dataset.error_count, 2)
+        self.assertEqual(dataset.errors[0], {"row": 1, "field": "question", "message": "missing"})
+        self.experiment.dataset = dataset
+        self.experiment.save()
+        response = self.client_for(self.bob).post(f"/api/experiments/{self.experiment.pk}/launch/")
+        self.assertEqual(response.status_code, 400)
+        self.assertIn("dataset has 2 errors", response.json()["dataset"])
+
+    def test_fixing_the_mapping_rechecks_every_row(self):
+        dataset = self.make_dataset(ROWS, name="fix.jsonl", prompt_field="question")
+        response = self.client_for(self.bob).patch(
+            f"/api/datasets/{dataset.pk}/", {"prompt_field": "prompt"}, format="json"
+        )
+        self.assertEqual(response.status_code, 200, response.content)
+        self.assertEqual(Dataset.objects.get(pk=dataset.pk).error_count, 0)
+
+    def test_chat_messages_must_be_role_content_lists(self):
+        rows = [
+            {"messages": [{"role": "user", "content": "hi"}]},
+            {"messages": "nope"},
+            {"messages": [{"content": "x"}]},
+        ]
+        dataset = self.make_dataset(
+            rows, name="chat.jsonl", prompt_field="", messages_field="messages", answer_field=""
+        )
+        self.assertEqual([(e["row"], e["field"]) for e in dataset.errors], [(2, "messages"), (3, "messages[0]")])
+
+    def test_an_unknown_extension_is_refused_with_the_file_named(self):
+        response = self.upload("data.txt", b"hello")
+        self.assertEqual(response.status_code, 400)
+        self.assertIn("data.txt", response.json()["path"][0])
+
+    def test_preview_returns_the_first_rows(self):
+        response = self.client_for(self.carol).get(f"/api/datasets/{self.dataset.pk}/preview/?limit=1")
+        self.assertEqual(response.status_code, 200)
+        self.assertEqual(response.json()["rows"], [ROWS[0]])
+        self.assertEqual(response.json()["row_count"], 2)
