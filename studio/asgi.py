@@ -9,10 +9,9 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 django_http = get_asgi_application()  # sets up Django before the consumers are imported
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-from studio.live.auth import SessionOrTokenAuthMiddleware  # noqa: E402
+from studio.live.auth import AllowedHostsBrowserOriginValidator, SessionOrTokenAuthMiddleware  # noqa: E402
 from studio.live.routing import websocket_urlpatterns  # noqa: E402
 
 # The studio serves its own static files (a single-command install has no separate web server);
@@ -22,6 +21,6 @@ http = ASGIStaticFilesHandler(django_http) if os.environ.get("STUDIO_SERVE_STATI
 application = ProtocolTypeRouter(
     {
         "http": http,
-        "websocket": AllowedHostsOriginValidator(SessionOrTokenAuthMiddleware(URLRouter(websocket_urlpatterns))),
+        "websocket": AllowedHostsBrowserOriginValidator(SessionOrTokenAuthMiddleware(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -8,6 +8,8 @@ from urllib.parse import parse_qs
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
+from channels.security.websocket import OriginValidator
+from django.conf import settings
 
 
 @database_sync_to_async
@@ -41,3 +43,18 @@ class TokenAuthMiddleware(BaseMiddleware):
 
 def SessionOrTokenAuthMiddleware(inner):  # noqa: N802 (a middleware stack, named like one)
     return AuthMiddlewareStack(TokenAuthMiddleware(inner))
+
+
+class BrowserOriginValidator(OriginValidator):
+    """Browsers always send Origin on a websocket handshake, so a foreign page is refused;
+    a request without Origin comes from a script or notebook, which must still authenticate."""
+
+    def valid_origin(self, parsed_origin) -> bool:
+        return parsed_origin is None or self.validate_origin(parsed_origin)
+
+
+def AllowedHostsBrowserOriginValidator(inner):  # noqa: N802 (wraps an app, named like Channels' own)
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = ["localhost", "127.0.0.1", "[::1]"]
+    return BrowserOriginValidator(inner, allowed)

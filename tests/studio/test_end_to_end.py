@@ -1,0 +1,213 @@
+"""The whole studio as a user starts it: `python -m studio.launch up` (what ./studioctl up runs)
+with a real Celery worker, the real broker and daphne. Drives the API over HTTP and reads the
+run's websocket with a real client; ends with Ctrl-C (SIGINT) and checks a clean stop.
+
+Default: SQLite file + the embedded Redis the launcher starts. Under the team-scale pass
+(DATABASE_URL=postgres://...) it uses a fresh PostgreSQL database and Redis db 14.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import pytest
+from websockets.sync.client import connect
+
+from studio.launch import ROOT, free_port
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+PASSWORD = "e2e-password-123"
+
+
+def _team_scale_env(env: dict[str, str]):
+    """A throwaway PostgreSQL database and a Redis db of its own; yields the cleanup."""
+    import psycopg
+    import redis
+
+    url = urlsplit(env["DATABASE_URL"])
+    name = f"studio_e2e_{uuid.uuid4().hex[:8]}"
+    admin = urlunsplit(url._replace(path="/postgres"))
+    with psycopg.connect(admin.replace("postgres://", "postgresql://", 1), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    env["DATABASE_URL"] = urlunsplit(url._replace(path=f"/{name}"))
+    redis_url = urlunsplit(urlsplit(env["REDIS_URL"])._replace(path="/14"))
+    redis.Redis.from_url(redis_url).flushdb()
+    env["REDIS_URL"] = redis_url
+
+    def cleanup() -> None:
+        with psycopg.connect(admin.replace("postgres://", "postgresql://", 1), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    return cleanup
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("studio-e2e")
+    port = free_port()
+    env = {**os.environ, "STUDIO_DATA_DIR": str(data_dir), "STUDIO_ADMIN_PASSWORD": PASSWORD, "PYTHONUNBUFFERED": "1"}
+    cleanup = None
+    if env.get("DATABASE_URL", "").startswith("postgres") and env.get("REDIS_URL"):
+        cleanup = _team_scale_env(env)
+    else:
+        env.pop("DATABASE_URL", None)
+        env.pop("REDIS_URL", None)  # the launcher starts its own embedded Redis, as for a new user
+    proc = subprocess.Popen([sys.executable, "-m", "studio.launch", "up", "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    lines: queue.Queue[str] = queue.Queue()
+    log: list[str] = []
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+        except queue.Empty:
+            proc.kill()
+            pytest.fail("the studio did not come up in 180 s:\n" + "".join(log[-40:]))
+        log.append(line)
+        if "Rollout Studio is up" in line:
+            break
+        if proc.poll() is not None:
+            pytest.fail("the launcher exited:\n" + "".join(log[-40:]))
+    threading.Thread(target=lambda: [log.append(x) for x in iter(lines.get, None)], daemon=True).start()
+    base = f"http://127.0.0.1:{port}"
+    token = httpx.post(f"{base}/api/token/", data={"username": "admin", "password": PASSWORD}).json()["token"]
+    client = httpx.Client(base_url=base, headers={"Authorization": f"Token {token}"}, timeout=90)
+    yield {"proc": proc, "client": client, "port": port, "token": token, "log": log, "data_dir": Path(data_dir)}
+    client.close()
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+    if cleanup:
+        cleanup()
+
+
+def demo_experiment(client: httpx.Client) -> dict:
+    experiments = client.get("/api/experiments/").json()["results"]
+    assert len(experiments) == 1, experiments  # the first start made the demo
+    return experiments[0]
+
+
+def watch(studio, run_id: int, until) -> list[dict]:
+    """Websocket messages of a run until `until(message)` is true."""
+    url = f"ws://127.0.0.1:{studio['port']}/ws/runs/{run_id}/?after=0&token={studio['token']}"
+    messages = []
+    with connect(url, open_timeout=30) as ws:
+        while True:
+            message = json.loads(ws.recv(timeout=120))
+            messages.append(message)
+            if until(message):
+                return messages
+
+
+def test_a_new_user_launches_the_demo_watches_it_learn_live_and_cancels_a_second_run(studio):
+    client = studio["client"]
+    experiment = demo_experiment(client)
+    response = client.post(
+        f"/api/experiments/{experiment['id']}/launch/", json={"overrides": {"optim": {"total_steps": 6}}}
+    )
+    assert response.status_code == 201, response.text
+    run_id = response.json()["id"]
+    messages = watch(
+        studio, run_id, lambda m: m.get("kind") == "status" and m["data"]["state"] in ("succeeded", "failed")
+    )
+    assert messages[0]["kind"] == "hello"
+    assert messages[-1]["data"]["state"] == "succeeded", client.get(f"/api/runs/{run_id}/").json()["error"]
+    events = messages[1:]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    metric_steps = [e["step"] for e in events if e["kind"] == "metrics"]
+    assert metric_steps == [1, 2, 3, 4, 5, 6]
+    assert all("reward/mean" in e["data"]["values"] for e in events if e["kind"] == "metrics")
+    items = [i for e in events if e["kind"] == "rollouts" for i in e["data"]["items"]]
+    assert len(items) == 6 * 8 * 8 and {"id", "reward", "scores", "preview"} <= set(items[0])
+    run = client.get(f"/api/runs/{run_id}/").json()
+    assert (run["state"], run["last_step"]) == ("succeeded", 6)
+    page = client.get(f"/api/runs/{run_id}/rollouts/?order=-reward&limit=5").json()
+    assert len(page["results"]) == 5 and page["next_cursor"]
+
+    # A long second run, cancelled once the websocket shows it is training.
+    response = client.post(
+        f"/api/experiments/{experiment['id']}/launch/", json={"overrides": {"optim": {"total_steps": 500}}}
+    )
+    second = response.json()["id"]
+    watch(studio, second, lambda m: m.get("kind") == "metrics" and m["step"] >= 2)
+    assert client.post(f"/api/runs/{second}/cancel/").status_code == 200
+    messages = watch(
+        studio,
+        second,
+        lambda m: m.get("kind") == "status" and m["data"]["state"] in ("cancelled", "failed", "succeeded"),
+    )
+    assert messages[-1]["data"]["state"] == "cancelled"
+    run = client.get(f"/api/runs/{second}/").json()
+    assert run["state"] == "cancelled" and 2 <= run["last_step"] < 500
+
+
+def test_try_it_scores_on_the_worker_and_bad_rubric_code_gets_a_clear_error(studio):
+    client = studio["client"]
+    rubric = client.get("/api/rubrics/").json()["results"][0]
+    pairs = [{"prompt": "Repeat the letter: a", "answer": "a", "completion": "aaaa"},
+             {"prompt": "Repeat the letter: a", "answer": "a", "completion": "abab"}]  # fmt: skip
+    response = client.post(f"/api/rubrics/{rubric['id']}/try/", json={"pairs": pairs})
+    assert response.status_code == 200, response.text
+    assert [r["scores"]["letter"]["score"] for r in response.json()["results"]] == [1.0, 0.5]
+    assert "4 of 4" in response.json()["results"][0]["scores"]["letter"]["explanation"]
+
+    def rubric_with(code: str) -> dict:
+        return {"criteria": [{"name": "mine", "kind": "python", "params": {"code": code, "timeout_s": 2}}]}
+
+    raising = client.post(
+        f"/api/rubrics/{rubric['id']}/try/",
+        json={
+            "pairs": pairs[:1],
+            "spec": rubric_with("def score(prompt, completion, **f):\n    raise RuntimeError('boom')\n"),
+        },
+    )
+    assert raising.status_code == 200, raising.text
+    verdict = raising.json()["results"][0]["scores"]["mine"]
+    assert verdict["score"] == 0 and "boom" in verdict["error"]
+
+    started = time.monotonic()
+    hanging = client.post(
+        f"/api/rubrics/{rubric['id']}/try/",
+        json={
+            "pairs": pairs[:1],
+            "spec": rubric_with("def score(prompt, completion, **f):\n    while True:\n        pass\n"),
+        },
+    )
+    assert hanging.status_code == 200, hanging.text
+    verdict = hanging.json()["results"][0]["scores"]["mine"]
+    assert verdict["score"] == 0 and verdict["error"], verdict
+    assert time.monotonic() - started < 30
+    assert client.get("/api/runs/").status_code == 200  # nothing else broke
+
+    invalid = client.post(
+        f"/api/rubrics/{rubric['id']}/try/",
+        json={"pairs": pairs[:1], "spec": {"criteria": [{"name": "x", "kind": "regex", "params": {}}]}},
+    )
+    assert invalid.status_code == 400
+    assert any(k.startswith("spec.criteria.0") and k.endswith("pattern") for k in invalid.json()), invalid.json()
+
+
+def test_the_pages_render_and_ctrl_c_stops_everything_cleanly(studio):
+    client = studio["client"]
+    login = httpx.get(f"http://127.0.0.1:{studio['port']}/login/")
+    assert login.status_code == 200 and "Sign in" in login.text
+    assert httpx.get(f"http://127.0.0.1:{studio['port']}/static/css/app.css").status_code == 200
+    proc = studio["proc"]
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(60) == 0
+    time.sleep(0.5)
+    assert "stopped" in "".join(studio["log"])
+    with pytest.raises(httpx.ConnectError):
+        client.get("/api/runs/")
