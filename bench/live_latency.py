@@ -1,13 +1,14 @@
 """Live latency: from a worker reporting a metric to a websocket client receiving it.
 
 Real parts only: a daphne server running the studio's ASGI app, the Redis channel layer,
-websocket clients connected over TCP, and "worker" processes that report metrics the way
-a run does (persist the event and the metric points in one transaction, then publish to
-the run's group; `studio.runs.events.record`). Each reported value carries the wall time
-it was reported at; each client subtracts it from the time it received it.
+websocket clients connected over TCP, and "worker" processes that report through the
+worker's own `workers.reporting.DatabaseReporter` (rows and events in one transaction,
+published to the run's group after commit), in the trainer loop's order: metrics, rollouts,
+a log line per step. Each report carries the wall time it was made at; each client
+subtracts it from the time it received it.
 
     python bench/live_latency.py                      # 10 runs, 20 clients, 20 s, SQLite in a temp dir
-    python bench/live_latency.py --clients 200 --rate 10
+    python bench/live_latency.py --clients 200 --rate 5
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/test python bench/live_latency.py
 
 Needs Redis (REDIS_URL, default redis://127.0.0.1:6379/7); without one it starts an
@@ -84,35 +85,48 @@ def setup_database(n_runs: int) -> tuple[str, list[int]]:
     return token.key, [r.pk for r in runs]
 
 
-def worker(run_id: int, rate: float, duration: float, start_at: float) -> None:
-    """One training worker: reports a metrics dict `rate` times a second."""
+def worker(run_id: int, rate: float, duration: float, ready, go, flush_each_report: bool) -> None:
+    """One training worker: the worker's own DatabaseReporter (rows and events in one
+    transaction, published after commit), fed in the trainer loop's order: metrics, rollouts, a
+    log line, `rate` steps a second. Metrics carry the time they were reported; rollouts carry
+    it in their prompt_id. `flush_each_report` flushes after every report instead of batching
+    (the reporter's FLUSH_INTERVAL_S), to tell the cost of batching from the cost of the path."""
     import django
 
     django.setup()
-    from django.db import transaction
+    from trainers.report import CriterionScore, Rollout
+    from workers.reporting import DatabaseReporter
 
-    from studio.runs.events import record
-    from studio.runs.models import MetricPoint
+    reporter = DatabaseReporter(run_id)
 
-    while time.time() < start_at:
-        time.sleep(0.005)
+    def report(call, *args) -> None:
+        call(*args)
+        if flush_each_report:
+            reporter.flush()
+
+    reporter.log("worker started")  # a real run reports its status first: connections are warm by step 1
+    reporter.flush()
+    ready.put(run_id)
+    go.wait()  # every worker is imported and connected: start together
+    start_at = time.time()
     step, interval, next_at = 0, 1.0 / rate, start_at
     while time.time() < start_at + duration:
         step += 1
+        report(reporter.metrics, step, {"reward/mean": step * 0.01, "actor/kl": 0.001, "bench/sent_at": time.time()})
         sent = time.time()
-        values = {"reward/mean": step * 0.01, "actor/kl": 0.001, "bench/sent_at": sent}
-        with transaction.atomic():
-            MetricPoint.objects.bulk_create(
-                MetricPoint(run_id=run_id, step=step, key=k, value=v, wall_time=sent) for k, v in values.items()
-            )
-            record(run_id, [("metrics", step, {"values": values})], last_step=step)
+        group = [
+            Rollout(step=step, prompt_id=f"sent-{sent!r}", sample_index=i, prompt="p", completion="c", reward=0.5,
+                    scores={"correct": CriterionScore(1.0)})
+            for i in range(4)
+        ]  # fmt: skip
+        report(reporter.rollouts, step, group)
+        report(reporter.log, f"step {step}")
         next_at += interval
         time.sleep(max(0.0, next_at - time.time()))
+    reporter.flush()
 
 
-async def client(
-    url: str, origin: str, ready: asyncio.Event, stop: asyncio.Event, delays: list[float], counts: list[int]
-):
+async def client(url: str, origin: str, ready: asyncio.Event, stop: asyncio.Event, delays: dict, counts: list[int]):
     from websockets.asyncio.client import connect
 
     async with connect(url, origin=origin, max_size=None, open_timeout=30) as ws:
@@ -129,8 +143,11 @@ async def client(
             received = time.time()
             event = json.loads(raw)
             if event.get("kind") == "metrics":
-                delays.append(received - event["data"]["values"]["bench/sent_at"])
+                delays["metrics"].append(received - event["data"]["values"]["bench/sent_at"])
                 counts[me] += 1
+            elif event.get("kind") == "rollouts":
+                sent = float(event["data"]["items"][0]["prompt_id"].removeprefix("sent-"))
+                delays["rollouts"].append(received - sent)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -138,8 +155,8 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
-async def measure(port: int, token: str, run_ids: list[int], args) -> tuple[list[float], list[int]]:
-    delays: list[float] = []
+async def measure(port: int, token: str, run_ids: list[int], args) -> tuple[dict, list[int]]:
+    delays: dict[str, list[float]] = {"metrics": [], "rollouts": []}
     counts: list[int] = []
     stop = asyncio.Event()
     readies = []
@@ -152,11 +169,17 @@ async def measure(port: int, token: str, run_ids: list[int], args) -> tuple[list
         tasks.append(asyncio.create_task(client(url, f"http://127.0.0.1:{port}", ready, stop, delays, counts)))
     await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), timeout=60)
     ctx = mp.get_context("spawn")
-    start_at = time.time() + 3.0  # workers need a moment to import Django
-    workers = [ctx.Process(target=worker, args=(rid, args.rate, args.duration, start_at)) for rid in run_ids]
+    ready, go = ctx.Queue(), ctx.Event()
+    workers = [
+        ctx.Process(target=worker, args=(rid, args.rate, args.duration, ready, go, args.flush_each_report))
+        for rid in run_ids
+    ]
     for w in workers:
         w.start()
-    await asyncio.sleep(start_at + args.duration - time.time() + 2.0)  # let the last events arrive
+    for _ in workers:
+        await asyncio.to_thread(ready.get, True, 120)
+    go.set()
+    await asyncio.sleep(args.duration + 2.0)  # let the last events arrive
     stop.set()
     for outcome in await asyncio.gather(*tasks, return_exceptions=True):
         if isinstance(outcome, BaseException):
@@ -170,9 +193,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--clients", type=int, default=20, help="websocket clients in all, spread over the runs")
-    parser.add_argument("--rate", type=float, default=5.0, help="metric reports per second per run")
+    parser.add_argument("--rate", type=float, default=2.0, help="training steps per second per run")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of reporting")
     parser.add_argument("--redis-url", default=None)
+    parser.add_argument(
+        "--flush-each-report", action="store_true", help="flush the reporter after every report (no batching)"
+    )
     args = parser.parse_args()
 
     data_dir = tempfile.mkdtemp(prefix="studio-bench-")
@@ -208,25 +234,25 @@ def main() -> None:
         server.wait(timeout=10)
         del keep_alive
 
-    if delays and min(counts) > 0:
+    if delays["metrics"] and min(counts) > 0:
         shutil.rmtree(data_dir, ignore_errors=True)
     else:
         print(f"  kept for a look: {data_dir} (daphne.log)")
     expected_per_client = int(args.rate * args.duration)
     db = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
-        f"live latency: {args.runs} runs x {args.rate:g} reports/s for {args.duration:g} s, {args.clients} websocket clients"
+        f"live latency: {args.runs} runs x {args.rate:g} steps/s for {args.duration:g} s, {args.clients} websocket clients"
     )
-    print(f"  database {db}, channel layer {url}, daphne on :{port}, {os.cpu_count()} CPUs")
-    print(
-        f"  messages received: {len(delays)} (about {expected_per_client} expected per client; min per client {min(counts)})"
-    )
-    if delays:
-        ms = [d * 1000 for d in delays]
-        print(
-            f"  delay ms: median {statistics.median(ms):.1f}  p90 {percentile(ms, 90):.1f}  "
-            f"p99 {percentile(ms, 99):.1f}  max {max(ms):.1f}"
-        )
+    print(f"  database {db}, channel layer {url}, daphne on :{port}, {os.cpu_count()} CPUs, load average {load}")
+    print(f"  metrics messages: {len(delays['metrics'])} (~{expected_per_client} per client; fewest {min(counts)})")
+    for kind, values in delays.items():
+        if values:
+            ms = [d * 1000 for d in values]
+            print(
+                f"  {kind:<8} delay ms: median {statistics.median(ms):6.1f}  p90 {percentile(ms, 90):6.1f}  "
+                f"p99 {percentile(ms, 99):6.1f}  max {max(ms):6.1f}  (n={len(ms)})"
+            )
 
 
 if __name__ == "__main__":
