@@ -25,6 +25,17 @@ FLUSH_ROWS = 2000
 LOG_TAIL = 30
 
 
+def without_nul(value: Any) -> Any:
+    """PostgreSQL text and jsonb cannot hold NUL, which a sampling model can emit; show it as U+FFFD."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, list):
+        return [without_nul(v) for v in value]
+    if isinstance(value, dict):
+        return {without_nul(k): without_nul(v) for k, v in value.items()}
+    return value
+
+
 def completion_text(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -64,7 +75,7 @@ class DatabaseReporter:
     def log(self, line: str) -> None:
         for part in str(line).splitlines() or [""]:
             self.log_tail.append(part)
-        self._add("log", None, {"line": str(line)}, 1)
+        self._add("log", None, {"line": without_nul(str(line))}, 1)
 
     # --- batching ---------------------------------------------------------------------
     def _add(self, kind: str, step: int | None, payload: Any, rows: int) -> None:
@@ -105,14 +116,17 @@ class DatabaseReporter:
         return (kind, step, payload)
 
     def _rollout_row(self, rollout: Rollout) -> RolloutRow:
-        text = completion_text(rollout.completion)
-        scores = {
-            name: {"score": float(s.score), "explanation": s.explanation, "error": s.error}
-            for name, s in rollout.scores.items()
-        }
+        completion = without_nul(rollout.completion)
+        text = completion_text(completion)
+        scores = without_nul(
+            {
+                name: {"score": float(s.score), "explanation": s.explanation, "error": s.error}
+                for name, s in rollout.scores.items()
+            }
+        )
         return RolloutRow(
             run_id=self.run_id, step=rollout.step, prompt_id=str(rollout.prompt_id), sample_index=rollout.sample_index,
-            prompt=rollout.prompt, completion=rollout.completion, preview=text[:PREVIEW_CHARS],
+            prompt=without_nul(rollout.prompt), completion=completion, preview=text[:PREVIEW_CHARS],
             reward=float(rollout.reward), advantage=float(rollout.advantage), num_tokens=int(rollout.num_tokens),
             finish_reason=rollout.finish_reason, scores=scores, logprobs=rollout.logprobs,
         )  # fmt: skip

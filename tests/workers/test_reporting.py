@@ -74,3 +74,18 @@ class ReporterTest(StudioTestCase):
         run.cancel_requested = True
         run.save()
         self.assertTrue(check())
+
+
+class NulBytesTest(StudioTestCase):
+    def test_nul_characters_a_model_emits_are_stored_as_replacement_characters(self):
+        # PostgreSQL refuses NUL in text and jsonb; a random tiny model does emit it.
+        run = self.make_run("running")
+        reporter = DatabaseReporter(run.pk)
+        reporter.rollouts(
+            1, [Rollout(step=1, prompt_id="p", sample_index=0, prompt="a\x00", completion="b\x00c", reward=0.0)]
+        )
+        reporter.log("line\x00")
+        reporter.flush()
+        row = RolloutRow.objects.get(run=run)
+        self.assertEqual((row.completion, row.preview, row.prompt), ("b\ufffdc", "b\ufffdc", "a\ufffd"))
+        self.assertEqual(RunEvent.objects.get(run=run, kind="log").payload["line"], "line\ufffd")
