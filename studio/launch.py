@@ -271,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     p_test = sub.add_parser("test", help="run the test suite")
     p_test.add_argument("pytest_args", nargs=argparse.REMAINDER)
     p_test.set_defaults(func=test)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["test"]:  # everything after `test` goes to pytest untouched
+        return test(argparse.Namespace(pytest_args=argv[1:]))
     args = parser.parse_args(argv)
     return args.func(args)
 
