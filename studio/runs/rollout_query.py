@@ -12,7 +12,7 @@ import base64
 import json
 from typing import Any
 
-from django.db.models import Q, QuerySet, TextField
+from django.db.models import Exists, OuterRef, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
 from studio.runs.models import Rollout, RolloutScore
@@ -67,12 +67,14 @@ def filtered(run_id: int, params) -> QuerySet[Rollout]:
     criterion = params.get("criterion")
     score_min, score_max = _number(params, "score_min"), _number(params, "score_max")
     if criterion:
-        scores = RolloutScore.objects.filter(run_id=run_id, criterion=criterion)
+        # EXISTS probes RolloutScore per rollout walked in page order and stops at the page's end;
+        # `pk IN (subquery)` made SQLite materialise every matching id first (~0.5 s at 1M rows).
+        scores = RolloutScore.objects.filter(rollout_id=OuterRef("pk"), criterion=criterion)
         if score_min is not None:
             scores = scores.filter(score__gte=score_min)
         if score_max is not None:
             scores = scores.filter(score__lte=score_max)
-        rows = rows.filter(pk__in=scores.values("rollout_id"))
+        rows = rows.filter(Exists(scores))
     elif score_min is not None or score_max is not None:
         raise QueryError("criterion", "score_min/score_max need a criterion")
     return rows
