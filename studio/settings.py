@@ -163,6 +163,7 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Datasets, rubrics, experiments and RL post-training runs. Token auth: `Authorization: Token <key>`.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "ENUM_NAME_OVERRIDES": {"RunKindEnum": "studio.runs.models.KINDS", "RunStateEnum": "studio.runs.models.STATES"},
 }
 
 # --- files ---------------------------------------------------------------------------

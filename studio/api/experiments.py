@@ -12,7 +12,7 @@ from studio.experiments import specs
 from studio.experiments.models import Experiment
 from studio.rubrics.models import Rubric
 from studio.runs import lifecycle
-from studio.runs.models import Checkpoint
+from studio.runs.models import KINDS, Checkpoint
 from trainers.spec import PRESETS, apply_preset
 
 
@@ -59,7 +59,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
 
 
 class LaunchSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=["train", "eval"], default="train")
+    kind = serializers.ChoiceField(choices=KINDS, default="train")
     name = serializers.CharField(required=False, allow_blank=True)
     checkpoint = serializers.IntegerField(required=False, help_text="Checkpoint id to evaluate (kind=eval).")
     overrides = serializers.DictField(required=False, help_text="RunSpec values to change for this run only.")

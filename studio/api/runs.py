@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny, IsAuthenticated
@@ -133,6 +134,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         except rollout_query.QueryError as exc:
             return Response({exc.field: str(exc)}, status=status.HTTP_400_BAD_REQUEST)
 
+    @extend_schema(operation_id="runs_rollout_detail")
     @action(detail=True, methods=["get"], url_path=r"rollouts/(?P<rollout_id>\d+)", permission_classes=[AllowAny])
     def rollout(self, request, pk=None, rollout_id=None):
         """One rollout in full, with `group`: the other completions of its (step, prompt_id), shown side by side."""
