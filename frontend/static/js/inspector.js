@@ -206,9 +206,8 @@ export class Inspector {
     if (newestFirst && !params.q && this.items.length + fits.length <= LIVE_ROWS_MAX) {
       for (const it of fits) it._new = true;
       this.append(fits.reverse(), true);
-      setTimeout(() => {
-        for (const it of fits) delete it._new;
-      }, 1500);
+      // Flash once: a later re-render (the next batch) must not restart the animation.
+      for (const it of fits) delete it._new;
     } else {
       this.unseen += fits.length;
       this.banner.textContent = `${this.unseen} new rollouts match: show them`;
@@ -305,6 +304,9 @@ export class Inspector {
       ${group.length > 1 ? `<section><h4>Group: ${group.length} completions of this prompt</h4><div class="siblings">${siblings}</div></section>` : ""}
       <section class="rollout-notes"><h4>Notes</h4><div data-notes-list></div>${this.canNote ? this.noteForm() : ""}</section>`;
     if (this.notes) this.notes.attachRollout(this.detail.querySelector(".rollout-notes"), r.id);
+    const current = this.detail.querySelector(".sibling.current");
+    const strip = this.detail.querySelector(".siblings");
+    if (current && strip) strip.scrollLeft = current.offsetLeft - strip.offsetLeft - 8; // this completion in view
   }
 
   noteForm() {
