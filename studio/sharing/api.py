@@ -51,7 +51,9 @@ class RunNotesView(APIView):
         notes = Note.objects.filter(run=run).select_related("rollout", "author")
         params = request.query_params
         if params.get("rollout"):
-            notes = notes.filter(rollout_id=params["rollout"])
+            if not params["rollout"].isdigit():
+                raise ValidationError({"rollout": f"must be a rollout id, got {params['rollout']!r}"})
+            notes = notes.filter(rollout_id=int(params["rollout"]))
         if params.get("tag"):
             notes = notes.filter(tag=params["tag"])
         if params.get("q"):

@@ -91,3 +91,9 @@ def test_an_outsider_cannot_delete_a_note(api, charlie, erin, run):
     api.force_authenticate(charlie)
     assert api.delete(f"/api/notes/{note.pk}/").status_code == 404
     assert Note.objects.filter(pk=note.pk).exists()
+
+
+def test_a_rollout_filter_that_is_not_an_id_is_named(api, alice, run):
+    api.force_authenticate(alice)
+    resp = api.get(notes_url(run), {"rollout": "x"})
+    assert resp.status_code == 400 and "rollout" in resp.json()
