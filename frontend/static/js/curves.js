@@ -268,7 +268,17 @@ export class CurveBoard {
   }
 
   redrawAll() {
-    for (const { def, keys } of this.groups()) this.drawPanel(def, keys);
+    const groups = this.groups();
+    let empty = this.container.querySelector(".curves-empty");
+    if (!groups.length && !empty) {
+      empty = document.createElement("div");
+      empty.className = "curves-empty";
+      empty.textContent = "No metrics yet: the curves appear with the first training step.";
+      this.container.appendChild(empty);
+    } else if (groups.length && empty) {
+      empty.remove();
+    }
+    for (const { def, keys } of groups) this.drawPanel(def, keys);
   }
 
   showLatest(panel) {

@@ -193,6 +193,9 @@ export class Inspector {
         </tr>`;
       })
       .join("");
+    if (!this.items.length) {
+      this.tbody.innerHTML = '<tr class="empty"><td colspan="8" class="muted">No rollouts yet, or none match the filters.</td></tr>';
+    }
     this.count.textContent = `${this.items.length}${this.nextCursor ? "+" : ""} shown`;
   }
 
