@@ -25,7 +25,7 @@ from studio.fleet.gpus import default_concurrency
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL_WORKER = "local@%h"
 STOP_GRACE_S = 10.0
-SWEEP_EVERY_S = 15.0
+SWEEP_EVERY_S = float(os.environ.get("STUDIO_SWEEP_EVERY_S") or 15.0)
 
 
 class Children:
@@ -230,6 +230,7 @@ def test(args: argparse.Namespace) -> int:
             env = dict(os.environ)
             env["DATABASE_URL"] = os.environ.get("STUDIO_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
             env["REDIS_URL"] = os.environ.get("STUDIO_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+            env.setdefault("STUDIO_TEST_DB_NAME", f"test_studio_{os.getpid()}")
             print("\n=== again at team scale: PostgreSQL + Redis ===", flush=True)
             team_code = _pytest(["tests/studio", "tests/workers", *args.pytest_args], env)
             code = code or team_code

@@ -101,6 +101,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 30,
     }
+if envstr("STUDIO_TEST_DB_NAME"):
+    # A test database of its own, so two suites against one PostgreSQL server never drop each other's.
+    DATABASES["default"]["TEST"] = {"NAME": envstr("STUDIO_TEST_DB_NAME")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- broker, channel layer, Celery ------------------------------------------------

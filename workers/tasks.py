@@ -18,7 +18,7 @@ from typing import Any
 
 from celery import shared_task
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import connection
 
 from studio.runs import lifecycle
 from studio.runs.models import CANCELLED, FAILED, SUCCEEDED, Run
@@ -79,7 +79,7 @@ def run_spec(run: Run):
 
 def execute_run(run_id: int, worker: str) -> str:
     """Run one queued run to its end; returns its final state (or why it did not start)."""
-    close_old_connections()
+    # Celery's Django fix-up closes stale database connections around each task.
     run = Run.objects.filter(pk=run_id).first()
     if run is None:
         log.warning("run %s does not exist (deleted, or another database)", run_id)

@@ -56,7 +56,9 @@ def _team_scale_env(env: dict[str, str]):
 def studio(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("studio-e2e")
     port = free_port()
-    env = {**os.environ, "STUDIO_DATA_DIR": str(data_dir), "STUDIO_ADMIN_PASSWORD": PASSWORD, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "STUDIO_DATA_DIR": str(data_dir), "STUDIO_ADMIN_PASSWORD": PASSWORD, "PYTHONUNBUFFERED": "1",
+           # Short heartbeat timings so the lost-worker test takes seconds, not a minute.
+           "STUDIO_HEARTBEAT_INTERVAL_S": "1", "STUDIO_HEARTBEAT_TIMEOUT_S": "8", "STUDIO_SWEEP_EVERY_S": "2"}  # fmt: skip
     cleanup = None
     if env.get("DATABASE_URL", "").startswith("postgres") and env.get("REDIS_URL"):
         cleanup = _team_scale_env(env)
@@ -197,6 +199,50 @@ def test_try_it_scores_on_the_worker_and_bad_rubric_code_gets_a_clear_error(stud
     )
     assert invalid.status_code == 400
     assert any(k.startswith("spec.criteria.0") and k.endswith("pattern") for k in invalid.json()), invalid.json()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (read from /proc), children first."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    out, frontier = [], [pid]
+    while frontier:
+        children = [p for p, parent in parents.items() if parent in frontier]
+        out += children
+        frontier = children
+    return out
+
+
+def test_a_run_whose_worker_process_dies_is_marked_failed_with_the_reason(studio):
+    client = studio["client"]
+    experiment = demo_experiment(client)
+    run_id = client.post(
+        f"/api/experiments/{experiment['id']}/launch/", json={"overrides": {"optim": {"total_steps": 500}}}
+    ).json()["id"]
+    watch(studio, run_id, lambda m: m.get("kind") == "metrics" and m["step"] >= 1)
+    # Kill the Celery pool processes (below the worker's main process) as an OOM killer would.
+    pool = [
+        p
+        for p in descendants(studio["proc"].pid)
+        if "celery" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="ignore")
+    ]
+    masters = set(pool) & {int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1]) for p in pool}
+    for pid in set(pool) - masters:
+        os.kill(pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    messages = watch(
+        studio,
+        run_id,
+        lambda m: m.get("kind") == "status" and m["data"]["state"] in ("failed", "succeeded", "cancelled"),
+    )
+    assert messages[-1]["data"]["state"] == "failed"
+    assert time.monotonic() - killed_at < 60
+    assert "worker lost" in client.get(f"/api/runs/{run_id}/").json()["error"]
 
 
 def test_the_pages_render_and_ctrl_c_stops_everything_cleanly(studio):
