@@ -225,6 +225,67 @@ def measure(args) -> None:
         report("rollouts: page 21 via keyset cursor", f"{rollouts}?order=-step&limit=50&cursor={page['next_cursor']}")
     one = first["results"][0]["id"]
     report("rollout detail with its group", f"{rollouts}{one}/")
+    if args.browser:
+        open_in_browser(run, client, args.repeat)
+
+
+def open_in_browser(run, client, repeat: int) -> None:
+    """Seconds from navigating to the run page to every curve drawn and the first rollout
+    page listed, in headless Chromium against a daphne serving this database."""
+    import tempfile
+
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser.live_studio import CHROMIUM, CHROMIUM_ARGS, free_port, wait_for_port
+
+    if not CHROMIUM.exists():
+        print("  run page in the browser: skipped, no /usr/bin/chromium")
+        return
+    port = free_port()
+    log = Path(tempfile.mkdtemp()) / "daphne.log"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "studio.asgi:application"],
+        cwd=ROOT, env=dict(os.environ), stdout=log.open("w"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        wait_for_port(port, server, log)
+        session = client.cookies["sessionid"].value
+        times, firsts = [], []
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            context = browser.new_context(viewport={"width": 1680, "height": 1050})
+            context.add_cookies([{"name": "sessionid", "value": session, "url": f"http://127.0.0.1:{port}"}])
+            page = context.new_page()
+            for _ in range(repeat + 1):  # the first visit also fetches plotly.js (4.6 MB) into the cache
+                t0 = time.perf_counter()
+                page.goto(f"http://127.0.0.1:{port}/runs/{run.pk}/")
+                page.wait_for_function(
+                    "document.querySelector('[data-panel=reward] .chart')?.data?.[2]?.x.length > 0", timeout=60_000
+                )
+                firsts.append(time.perf_counter() - t0)
+                page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+                times.append(time.perf_counter() - t0)
+            panels = page.locator(".chart-panel").count()
+            fetches = page.evaluate(
+                "performance.getEntriesByType('resource').filter(e => /metrics|rollouts|plotly/.test(e.name))"
+                ".map(e => [e.name.split('?')[0].split('/').slice(-2).join('/'), Math.round(e.duration)])"
+            )
+            script_ms = page.evaluate(
+                "Math.round(performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd)"
+            )
+            browser.close()
+        warm, warm_first = times[1:], firsts[1:]
+        print(
+            f"  run page in Chromium, {panels} charts: reward curve drawn after median {statistics.median(warm_first):.2f} s,"
+            f" every curve and the rollout list after median {statistics.median(warm):.2f} s (max {max(warm):.2f} s);"
+            f" the very first visit, which also downloads plotly.js, {times[0]:.2f} s"
+        )
+        print(f"    last visit: DOMContentLoaded at {script_ms} ms; fetches (ms): {fetches}")
+    except OSError as err:
+        print(f"  run page in the browser: failed ({err})")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 def postgres_url(explicit: str | None) -> str | None:
@@ -252,6 +313,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--data-dir", default="/tmp/studio-bench-api")
     parser.add_argument("--postgres-url", default=None)
+    parser.add_argument("--browser", action="store_true", help="also time opening the run page in Chromium")
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inside:  # DATABASE_URL is fixed per process: settings read it once
@@ -269,6 +331,7 @@ def main() -> None:
             env["DATABASE_URL"] = url
         print(f"== {backend}", flush=True)
         forwarded = ["--points", str(args.points), "--rollouts", str(args.rollouts), "--repeat", str(args.repeat)]
+        forwarded += ["--browser"] if args.browser else []
         subprocess.run([sys.executable, __file__, "--inside", *forwarded], env=env, check=True)
 
 

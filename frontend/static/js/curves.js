@@ -117,24 +117,56 @@ export class CurveBoard {
     window.addEventListener("themechange", () => this.redrawAll());
   }
 
+  // The first curves a user looks at; on the run page they are fetched (and drawn) first.
+  static FIRST_KEYS = ["reward/mean", "reward/std", "actor/kl", "actor/entropy", "response/length_mean"];
+
   async load() {
     if (this.abort) this.abort.abort();
     this.abort = new AbortController();
     const params = { x: this.xMode, points: POINTS };
     if (this.range) [params.start, params.end] = this.range;
-    const responses = await Promise.all(
-      this.sources.map((s) => this.api.get(`/api/runs/${s.runId}/metrics/`, params, this.abort.signal)),
-    );
-    responses.forEach((resp, i) => {
-      const runId = this.sources[i].runId;
-      for (const key of resp.keys) this.keys.add(key);
-      for (const [key, s] of Object.entries(resp.series)) {
-        this.data.set(`${runId}|${key}`, { x: s.x, y: s.y, lo: s.y_min, hi: s.y_max });
-      }
-    });
-    this.onCursor(responses[0]?.cursor ?? 0);
+    const fetchRun = (runId, keys) =>
+      this.api.get(`/api/runs/${runId}/metrics/`, keys ? { ...params, keys: keys.join(",") } : params, this.abort.signal);
+    if (this.sources.length > 1 || this.range) {
+      const responses = await Promise.all(this.sources.map((s) => fetchRun(s.runId)));
+      responses.forEach((resp, i) => this.ingest(this.sources[i].runId, resp));
+      this.redrawAll();
+      return responses[0]?.cursor ?? 0;
+    }
+    // One run, whole range: the headline curves first, so the page shows something at once,
+    // then the rest. Both responses are drawn in place; the cursor is the first one's.
+    const runId = this.sources[0].runId;
+    const first = await fetchRun(runId, CurveBoard.FIRST_KEYS);
+    this.ingest(runId, first);
+    this.onCursor(first.cursor);
     this.redrawAll();
-    return responses[0]?.cursor ?? 0;
+    const rest = first.keys.filter((k) => !CurveBoard.FIRST_KEYS.includes(k));
+    if (rest.length) {
+      this.ingest(runId, await fetchRun(runId, rest));
+      this.redrawAll();
+    }
+    return first.cursor;
+  }
+
+  // Store a metrics response; live points newer than what the server sent are kept.
+  ingest(runId, resp) {
+    for (const key of resp.keys) this.keys.add(key);
+    for (const [key, s] of Object.entries(resp.series)) {
+      const id = `${runId}|${key}`;
+      const fresh = { x: s.x, y: s.y, lo: s.y_min, hi: s.y_max };
+      const old = this.data.get(id);
+      const last = fresh.x.length ? fresh.x[fresh.x.length - 1] : -Infinity;
+      if (old && !this.range) {
+        old.x.forEach((x, i) => {
+          if (x <= last) return;
+          fresh.x.push(x);
+          fresh.y.push(old.y[i]);
+          fresh.lo.push(old.lo[i]);
+          fresh.hi.push(old.hi[i]);
+        });
+      }
+      this.data.set(id, fresh);
+    }
   }
 
   setSmoothing(alpha) {
