@@ -65,7 +65,7 @@ def micro_batches(batch: TokenBatch, size: int) -> list[torch.Tensor]:
     return list(torch.split(order, size))
 
 
-def _accepts_logits_to_keep(model) -> bool:
+def accepts_logits_to_keep(model) -> bool:
     forward = getattr(model, "get_base_model", lambda: model)().forward
     return "logits_to_keep" in inspect.signature(forward).parameters
 
@@ -81,7 +81,7 @@ def token_logprobs(
     carries a gradient only with `entropy_grad` (an entropy bonus); otherwise it is a diagnostic."""
     T = batch.completion_mask.shape[1]
     position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)
-    kwargs = {"logits_to_keep": T + 1} if _accepts_logits_to_keep(model) else {}
+    kwargs = {"logits_to_keep": T + 1} if accepts_logits_to_keep(model) else {}
     out = model(
         input_ids=batch.input_ids,
         attention_mask=batch.attention_mask,

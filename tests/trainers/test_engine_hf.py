@@ -3,7 +3,19 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from trainers.engines.base import ENGINES, EngineUnavailable, SamplingParams, engine_class
+from trainers.engines.decode import sample_next, supports_lean_decode
 from trainers.engines.hf import HFEngine
+from trainers.logprobs import TokenBatch, batched_logprobs
+
+# Behaviour tests run on both sampling paths: the lean decode loop and model.generate.
+PATHS = pytest.mark.parametrize("lean", [True, False], ids=["lean", "generate"])
+
+
+def engine(model, tokenizer, lean: bool, **kwargs) -> HFEngine:
+    e = HFEngine(model=model, tokenizer=tokenizer, **kwargs)
+    assert e.lean, "the tiny Llama takes the lean path"
+    e.lean = lean
+    return e
 
 
 @pytest.fixture(scope="module")
@@ -19,9 +31,11 @@ def prompts(tiny_tokenizer):
     ]
 
 
-def test_it_returns_n_generations_per_prompt_capped_at_max_new_tokens(model, tiny_tokenizer, prompts):
+@PATHS
+@pytest.mark.parametrize("batch_size", [4, 2])  # 2: a group of 3 is split over batches
+def test_it_returns_n_generations_per_prompt_capped_at_max_new_tokens(model, tiny_tokenizer, prompts, lean, batch_size):
     torch.manual_seed(0)
-    out = HFEngine(model=model, tokenizer=tiny_tokenizer, batch_size=4).generate(
+    out = engine(model, tiny_tokenizer, lean, batch_size=batch_size).generate(
         prompts, 3, SamplingParams(max_new_tokens=6)
     )
     assert [len(group) for group in out] == [3, 3, 3]
@@ -32,19 +46,19 @@ def test_it_returns_n_generations_per_prompt_capped_at_max_new_tokens(model, tin
         assert g.logprobs is None
 
 
-def test_an_eos_token_ends_a_completion_with_reason_stop(tiny_model_path, tiny_tokenizer, prompts):
+@PATHS
+def test_an_eos_token_ends_a_completion_with_reason_stop(tiny_model_path, tiny_tokenizer, prompts, lean):
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
     model.generation_config.eos_token_id = list(range(len(tiny_tokenizer)))  # every token ends the turn
-    (group,) = HFEngine(model=model, tokenizer=tiny_tokenizer).generate(
-        prompts[:1], 2, SamplingParams(max_new_tokens=5)
-    )
+    (group,) = engine(model, tiny_tokenizer, lean).generate(prompts[:1], 2, SamplingParams(max_new_tokens=5))
     assert [(len(g.token_ids), g.finish_reason) for g in group] == [(1, "stop"), (1, "stop")]
 
 
-def test_a_stop_string_cuts_the_text_and_keeps_its_tokens(model, tiny_tokenizer, prompts):
+@PATHS
+def test_a_stop_string_cuts_the_text_and_keeps_its_tokens(model, tiny_tokenizer, prompts, lean):
     torch.manual_seed(1)
     params = SamplingParams(max_new_tokens=24, stop=["e"])
-    gens = [g for group in HFEngine(model=model, tokenizer=tiny_tokenizer).generate(prompts, 4, params) for g in group]
+    gens = [g for group in engine(model, tiny_tokenizer, lean).generate(prompts, 4, params) for g in group]
     stopped = [g for g in gens if g.finish_reason == "stop"]
     assert stopped, "a random model writes an 'e' within 24 tokens"
     for g in stopped:
@@ -53,20 +67,22 @@ def test_a_stop_string_cuts_the_text_and_keeps_its_tokens(model, tiny_tokenizer,
         assert "e" not in tiny_tokenizer.decode(g.token_ids[:-1], skip_special_tokens=True)
 
 
-def test_greedy_decoding_is_deterministic(model, tiny_tokenizer, prompts):
-    engine = HFEngine(model=model, tokenizer=tiny_tokenizer)
+@PATHS
+def test_greedy_decoding_is_deterministic(model, tiny_tokenizer, prompts, lean):
+    e = engine(model, tiny_tokenizer, lean)
     params = SamplingParams(max_new_tokens=8, temperature=0)
-    first = engine.generate(prompts, 2, params)
+    first = e.generate(prompts, 2, params)
     assert [g.token_ids for g in first[0]] == [first[0][0].token_ids] * 2
-    assert [[g.token_ids for g in grp] for grp in engine.generate(prompts, 2, params)] == [
+    assert [[g.token_ids for g in grp] for grp in e.generate(prompts, 2, params)] == [
         [g.token_ids for g in grp] for grp in first
     ]
 
 
-def test_logprobs_match_a_recompute_on_each_unpadded_sequence(model, tiny_tokenizer, prompts):
+@PATHS
+def test_logprobs_match_a_recompute_on_each_unpadded_sequence(model, tiny_tokenizer, prompts, lean):
     torch.manual_seed(2)
     params = SamplingParams(max_new_tokens=7, temperature=0.7, logprobs=True)
-    out = HFEngine(model=model, tokenizer=tiny_tokenizer, batch_size=5).generate(prompts, 3, params)
+    out = engine(model, tiny_tokenizer, lean, batch_size=5).generate(prompts, 3, params)
     for prompt, group in zip(prompts, out, strict=True):
         for g in group:
             ids = torch.tensor([prompt + g.token_ids])
@@ -76,10 +92,105 @@ def test_logprobs_match_a_recompute_on_each_unpadded_sequence(model, tiny_tokeni
             assert g.logprobs == pytest.approx(expected.tolist(), abs=1e-4)
 
 
-def test_sampling_leaves_the_model_in_training_mode(model, tiny_tokenizer, prompts):
+@PATHS
+def test_sampling_leaves_the_model_in_training_mode(model, tiny_tokenizer, prompts, lean):
     model.train()
-    HFEngine(model=model, tokenizer=tiny_tokenizer).generate(prompts[:1], 1, SamplingParams(max_new_tokens=2))
+    engine(model, tiny_tokenizer, lean).generate(prompts[:1], 1, SamplingParams(max_new_tokens=2))
     assert model.training
+
+
+def causal_lms(vocab: int, pad_id: int) -> dict[str, torch.nn.Module]:
+    """Randomly initialised small models of three families (no download): Llama-style comes
+    from the fixture; GPT-2 (learned positions, fused qkv) and Qwen2 (biases, GQA) here."""
+    from transformers import GPT2Config, GPT2LMHeadModel, Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    return {
+        "gpt2": GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_embd=64, n_layer=2, n_head=4, pad_token_id=pad_id)),
+        "qwen2": Qwen2ForCausalLM(
+            Qwen2Config(
+                vocab_size=vocab,
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                pad_token_id=pad_id,
+            )
+        ),
+    }
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2", "qwen2"])
+def test_lean_greedy_output_equals_generate_token_for_token(model, tiny_tokenizer, prompts, family):
+    net = model if family == "llama" else causal_lms(len(tiny_tokenizer), tiny_tokenizer.pad_token_id)[family]
+    params = SamplingParams(max_new_tokens=24, temperature=0, logprobs=True)
+    lean, reference = engine(net, tiny_tokenizer, True), engine(net, tiny_tokenizer, False)
+    got, expected = lean.generate(prompts, 2, params), reference.generate(prompts, 2, params)
+    for got_group, expected_group in zip(got, expected, strict=True):
+        for g, e in zip(got_group, expected_group, strict=True):
+            assert (g.token_ids, g.text, g.finish_reason) == (e.token_ids, e.text, e.finish_reason)
+            assert g.logprobs == pytest.approx(e.logprobs, abs=1e-4)
+
+
+def test_sampled_logprobs_equal_a_batched_recompute(model, tiny_tokenizer, prompts):
+    torch.manual_seed(3)
+    params = SamplingParams(max_new_tokens=12, temperature=0.9, top_k=50, top_p=0.95, logprobs=True)
+    out = engine(model, tiny_tokenizer, True).generate(prompts, 4, params)
+    flat_prompts = [p for p, grp in zip(prompts, out, strict=True) for _ in grp]
+    gens = [g for grp in out for g in grp]
+    batch = TokenBatch.build(flat_prompts, [g.token_ids for g in gens], pad_id=tiny_tokenizer.pad_token_id)
+    recomputed, _ = batched_logprobs(model.eval(), batch, micro_batch_size=5, temperature=0.9)
+    for g, row in zip(gens, recomputed, strict=True):
+        assert g.logprobs == pytest.approx(row[: len(g.token_ids)].tolist(), abs=1e-4)
+
+
+def test_the_cap_ends_a_completion_with_reason_length(model, tiny_tokenizer, prompts):
+    e = engine(model, tiny_tokenizer, True)
+    e.eos_ids = [len(tiny_tokenizer) + 1]  # an id the model never emits: only the cap ends it
+    (group,) = e.generate(prompts[:1], 3, SamplingParams(max_new_tokens=5))
+    assert [(len(g.token_ids), g.finish_reason) for g in group] == [(5, "length")] * 3
+
+
+def test_samples_of_a_prefix_shared_group_are_independent(model, tiny_tokenizer, prompts):
+    torch.manual_seed(4)
+    e = engine(model, tiny_tokenizer, True)
+    e.eos_ids = [len(tiny_tokenizer) + 1]
+    # The same prompt twice: two groups, each prefilled once and shared by its 6 samples.
+    first, second = e.generate([prompts[0], prompts[0]], 6, SamplingParams(max_new_tokens=10))
+    completions = [tuple(g.token_ids) for g in first + second]
+    assert len(set(completions)) == len(completions), "a random model's 10-token samples do not repeat"
+    # The first tokens follow the model's next-token distribution rather than one shared draw.
+    firsts = [c[0] for c in completions]
+    assert len(set(firsts)) > 1
+
+
+def test_top_k_of_one_and_a_tiny_top_p_pick_the_most_likely_token():
+    torch.manual_seed(5)
+    logits = torch.randn(6, 50)
+    best = logits.argmax(-1)
+    for params in (SamplingParams(top_k=1), SamplingParams(top_p=1e-6), SamplingParams(temperature=0)):
+        tokens, logp = sample_next(logits, params)
+        assert torch.equal(tokens, best)
+        temp = params.temperature or 1.0
+        assert torch.allclose(logp, torch.log_softmax(logits / temp, -1).gather(-1, best[:, None]).squeeze(-1))
+
+
+def test_sampling_follows_the_temperature_scaled_distribution():
+    torch.manual_seed(6)
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]]).repeat(20_000, 1)
+    tokens, _ = sample_next(logits, SamplingParams(temperature=0.5))
+    freq = torch.bincount(tokens, minlength=4).float() / len(tokens)
+    assert torch.allclose(freq, torch.softmax(logits[0] / 0.5, -1), atol=0.01)
+
+
+def test_an_encoder_decoder_model_falls_back_to_generate(tiny_tokenizer):
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    t5 = T5ForConditionalGeneration(
+        T5Config(vocab_size=len(tiny_tokenizer), d_model=16, d_ff=32, num_layers=1, num_heads=2, d_kv=8)
+    )
+    assert not supports_lean_decode(t5)
 
 
 def test_an_unknown_engine_lists_the_valid_ones():

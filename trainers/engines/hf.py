@@ -1,10 +1,15 @@
-"""Rollouts with transformers `generate` on the policy itself (CPU or one GPU).
+"""Rollouts from the policy itself with transformers (CPU or one GPU).
+
+Decoder-only models with a standard KV cache sample through `trainers.engines.decode`
+(each prompt prefilled once for its group, finished rows leave the batch, logprobs from
+the sampling logits); other models (encoder-decoders, stateful or custom-cache models)
+through `model.generate`, chosen by `supports_lean_decode`.
 
 Sampling draws from torch's global generator, which the checkpoint saves, so a resumed
-run samples the same completions. Logprobs of the sampled tokens, when asked for, come
-from one batched forward pass over the finished sequences (`trainers.logprobs`) instead
-of generate's per-step scores, whose (steps, B, vocab) tensors do not fit for long
-completions with large vocabularies.
+run samples the same completions. On the `generate` path, logprobs of the sampled tokens
+come from one batched forward pass over the finished sequences (`trainers.logprobs`)
+instead of generate's per-step scores, whose (steps, B, vocab) tensors do not fit for
+long completions with large vocabularies.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 import torch
 
 from trainers.engines.base import Generation, RolloutEngine, SamplingParams
+from trainers.engines.decode import Decoded, StopStrings, lean_decode, supports_lean_decode
 from trainers.logprobs import TokenBatch, batched_logprobs
 from trainers.spec import RunSpec
 
@@ -30,22 +36,67 @@ class HFEngine(RolloutEngine):
         if eos is None:
             eos = tokenizer.eos_token_id
         self.eos_ids: list[int] = list(eos) if isinstance(eos, list | tuple) else [eos]
+        self.lean = supports_lean_decode(model)  # False: every batch goes through model.generate
+        self._stops: StopStrings | None = None  # built for the last stop-string list seen
 
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
     def generate(self, prompt_token_ids: list[list[int]], n: int, params: SamplingParams) -> list[list[Generation]]:
-        flat = [ids for ids in prompt_token_ids for _ in range(n)]  # prompt i's samples are contiguous
         out: list[Generation] = []
         was_training = self.model.training
         self.model.eval()  # no dropout while sampling; lets the KV cache work with gradient checkpointing
         try:
-            for start in range(0, len(flat), self.batch_size):
-                out.extend(self._generate_batch(flat[start : start + self.batch_size], params))
+            if self.lean:
+                for batch in self._group_batches(len(prompt_token_ids), n):
+                    out.extend(
+                        self._decode_batch([prompt_token_ids[i] for i, _ in batch], [c for _, c in batch], params)
+                    )
+            else:
+                flat = [ids for ids in prompt_token_ids for _ in range(n)]  # prompt i's samples are contiguous
+                for start in range(0, len(flat), self.batch_size):
+                    out.extend(self._generate_batch(flat[start : start + self.batch_size], params))
         finally:
             self.model.train(was_training)
         return [out[i * n : (i + 1) * n] for i in range(len(prompt_token_ids))]
+
+    def _group_batches(self, num_prompts: int, n: int) -> list[list[tuple[int, int]]]:
+        """Batches of at most `batch_size` rows as (prompt index, samples) pieces, in prompt
+        order; a group is split only when it alone exceeds the batch size."""
+        batches: list[list[tuple[int, int]]] = [[]]
+        rows = 0
+        for i in range(num_prompts):
+            left = n
+            while left:
+                take = min(left, self.batch_size)
+                if rows + take > self.batch_size:
+                    batches.append([])
+                    rows = 0
+                batches[-1].append((i, take))
+                rows += take
+                left -= take
+        return [b for b in batches if b]
+
+    def _decode_batch(self, prompts: list[list[int]], counts: list[int], params: SamplingParams) -> list[Generation]:
+        if params.stop and (self._stops is None or self._stops.stops != [s for s in params.stop if s]):
+            self._stops = StopStrings(params.stop, self.tokenizer, self.device)
+        decoded = lean_decode(
+            self.model,
+            prompts,
+            counts,
+            params,
+            eos_ids=self.eos_ids,
+            pad_id=self.pad_id,
+            stops=self._stops if params.stop else None,
+        )
+        return [self._generation(d) for d in decoded]
+
+    def _generation(self, d: Decoded) -> Generation:
+        text = self.tokenizer.decode(d.token_ids, skip_special_tokens=True)
+        if d.stop is not None:
+            text = text[: text.find(d.stop)]
+        return Generation(token_ids=d.token_ids, text=text, logprobs=d.logprobs, finish_reason=d.finish_reason)
 
     @torch.inference_mode()
     def _generate_batch(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
