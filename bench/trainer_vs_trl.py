@@ -19,6 +19,15 @@ so both do the same amount of work. TRL gets `min_new_tokens = max_completion_le
 (EOS suppressed); our engine is given an end-of-sequence id that never occurs (EOS may
 be sampled, generation just goes on). The printed token counts confirm it.
 
+Ending at EOS (`--cases eos`, run after the fixed-length case by default): completions end
+when the model samples EOS, at different lengths, as real ones do. A randomly initialised
+model almost never samples its EOS, so the bench edits the model once, for both trainers:
+every token's embedding gets one constant dimension and the (tied) EOS row a little more
+in it, which raises EOS's logit by about the same amount at every position, so that EOS is
+sampled with probability about `--eos-prob` per token (lengths roughly geometric, cut at
+`max_new_tokens`). Neither side suppresses or replaces EOS; the printed mean lengths show
+both did the same work.
+
 The two run alternately (ours, TRL, ours, TRL, ...) in rounds of `--steps` steps; each
 round starts from a fresh trainer and its first step is a warm-up that is not counted.
 """
@@ -98,13 +107,14 @@ def make_spec(model_dir: Path, data_path: Path, out_dir: Path, args: argparse.Na
 # --- ours ------------------------------------------------------------------------------------
 
 
-def run_ours(spec, steps: int) -> tuple[list[tuple[float, float]], list[dict[str, float]]]:
+def run_ours(spec, steps: int, fixed_length: bool) -> tuple[list[tuple[float, float]], list[dict[str, float]]]:
     """(wall, CPU) seconds and metrics of `steps` steps of a fresh trainer, warm-up included."""
     from trainers.loop import Trainer
     from trainers.report import MemoryReporter
 
     trainer = Trainer(spec, MemoryReporter())
-    trainer.engine.eos_ids = [-1]  # never sampled: every completion runs to max_new_tokens
+    if fixed_length:
+        trainer.engine.eos_ids = [-1]  # never sampled: every completion runs to max_new_tokens
     times, metrics = [], []
     try:
         for _ in range(steps):
@@ -119,7 +129,9 @@ def run_ours(spec, steps: int) -> tuple[list[tuple[float, float]], list[dict[str
 # --- TRL -------------------------------------------------------------------------------------
 
 
-def run_trl(spec, model_dir: Path, out_dir: Path, steps: int) -> tuple[list[tuple[float, float]], list[int]]:
+def run_trl(
+    spec, model_dir: Path, out_dir: Path, steps: int, fixed_length: bool
+) -> tuple[list[tuple[float, float]], list[int]]:
     """(wall, CPU) seconds and completion token counts of `steps` optimiser steps of a fresh GRPOTrainer."""
     import torch
     from datasets import Dataset
@@ -161,7 +173,7 @@ def run_trl(spec, model_dir: Path, out_dir: Path, steps: int) -> tuple[list[tupl
         temperature=spec.rollout.temperature,
         top_p=spec.rollout.top_p,
         top_k=None,
-        generation_kwargs={"min_new_tokens": spec.rollout.max_new_tokens},
+        generation_kwargs={"min_new_tokens": spec.rollout.max_new_tokens} if fixed_length else None,
         beta=0.0,
         epsilon=spec.algorithm.clip_ratio_low,
         num_iterations=1,
@@ -224,33 +236,80 @@ def run_trl(spec, model_dir: Path, out_dir: Path, steps: int) -> tuple[list[tupl
 # --- driver ----------------------------------------------------------------------------------
 
 
-def bench_size(size: str, args: argparse.Namespace, work: Path) -> dict[str, float]:
+def make_eos_likely(model_dir: Path, eos_prob: float) -> None:
+    """Edit the saved model so that it samples EOS with probability about `eos_prob` per token
+    (see the module docstring): embedding column 0 becomes a constant that dominates the
+    residual stream, so after the final RMSNorm it is about the same at every position, and
+    the tied EOS row gets more in that column: as much as makes EOS's mean probability over
+    random token sequences `eos_prob` (found by a few secant steps on the log-odds)."""
+    import math
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    assert model.config.tie_word_embeddings, "the edit relies on tied input/output embeddings"
+    eos, vocab = model.config.eos_token_id, model.config.vocab_size
+    emb = model.get_input_embeddings().weight
+    probe = torch.randint(0, vocab, (8, 64), generator=torch.Generator().manual_seed(0))
+    target = math.log(eos_prob / (1 - eos_prob))
+
+    def log_odds(extra: float) -> float:
+        with torch.no_grad():
+            emb[:, 0] = 4.0
+            emb[eos, 0] += extra
+            p = model(probe).logits.softmax(-1)[..., eos].mean().item()
+        return math.log(p / (1 - p))
+
+    lo, hi = 0.0, 1.0
+    f_lo, f_hi = log_odds(lo), log_odds(hi)
+    for _ in range(8):
+        if abs(f_hi - target) < 1e-3:
+            break
+        x = hi + (target - f_hi) * (hi - lo) / (f_hi - f_lo)
+        lo, f_lo, hi, f_hi = hi, f_hi, x, log_odds(x)
+    model.save_pretrained(model_dir)
+
+
+def bench_size(size: str, case: str, args: argparse.Namespace, work: Path) -> dict[str, float]:
     from trainers.tiny import build_tiny_model, count_parameters
 
-    model_dir = build_tiny_model(work / f"model-{size}", size=size, seed=0)
+    fixed_length = case == "fixed"
+    model_dir = build_tiny_model(work / f"model-{size}-{case}", size=size, seed=0)
+    if not fixed_length:
+        make_eos_likely(model_dir, args.eos_prob)
     data = write_dataset(work / f"data-{size}.jsonl", args.prompts)
-    spec = make_spec(model_dir, data, work / f"ours-{size}", args)
+    spec = make_spec(model_dir, data, work / f"ours-{size}-{case}", args)
     from transformers import AutoModelForCausalLM
 
     params = count_parameters(AutoModelForCausalLM.from_pretrained(model_dir))
+    lengths_note = (
+        f"x {args.max_new_tokens} new tokens"
+        if fixed_length
+        else f"x up to {args.max_new_tokens} tokens, ending at EOS"
+    )
     print(
-        f"\n== {size}: {params / 1e6:.1f} M parameters, {args.prompts} prompts x {args.group_size} completions"
-        f" x {args.max_new_tokens} new tokens, micro-batch {args.micro_batch}, {args.threads} threads =="
+        f"\n== {size}, {case}: {params / 1e6:.1f} M parameters, {args.prompts} prompts x {args.group_size} completions"
+        f" {lengths_note}, micro-batch {args.micro_batch}, {args.threads} threads =="
     )
     ours: list[tuple[float, float]] = []
     trl: list[tuple[float, float]] = []
     phases: dict[str, list[float]] = {"timing/generate_s": [], "timing/score_s": [], "timing/train_s": []}
     for r in range(args.rounds):
-        times, metrics = run_ours(spec, args.steps + 1)
+        times, metrics = run_ours(spec, args.steps + 1, fixed_length)
         ours += times[1:]
         for m in metrics[1:]:
             for k in phases:
                 phases[k].append(m[k])
-        lengths = {int(m["response/length_mean"]) for m in metrics} | {int(m["response/length_max"]) for m in metrics}
-        print(f"  round {r + 1} ours: {fmt(times[1:])}  (tokens/completion {lengths})")
-        t_times, t_lengths = run_trl(spec, model_dir, work / f"trl-{size}-{r}", args.steps + 1)
+        mean = statistics.mean(m["response/length_mean"] for m in metrics)
+        top = max(int(m["response/length_max"]) for m in metrics)
+        print(f"  round {r + 1} ours: {fmt(times[1:])}  (tokens/completion: mean {mean:.1f}, max {top})")
+        t_times, t_lengths = run_trl(spec, model_dir, work / f"trl-{size}-{case}-{r}", args.steps + 1, fixed_length)
         trl += t_times[1:]
-        print(f"  round {r + 1} TRL:  {fmt(t_times[1:])}  (tokens/completion {set(t_lengths)})")
+        print(
+            f"  round {r + 1} TRL:  {fmt(t_times[1:])}"
+            f"  (tokens/completion: mean {statistics.mean(t_lengths):.1f}, max {max(t_lengths)})"
+        )
     result = {}
     for clock, i in (("wall", 0), ("cpu", 1)):
         ours_s, trl_s = statistics.median(t[i] for t in ours), statistics.median(t[i] for t in trl)
@@ -272,6 +331,12 @@ def fmt(times: list[tuple[float, float]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="tiny,small", help="comma-separated trainers.tiny sizes")
+    p.add_argument(
+        "--cases",
+        default="fixed,eos",
+        help="comma-separated: fixed (every completion max-new-tokens long), eos (completions end at EOS)",
+    )
+    p.add_argument("--eos-prob", type=float, default=0.03, help="per-token EOS probability in the eos case")
     p.add_argument("--prompts", type=int, default=8)
     p.add_argument("--group-size", type=int, default=8)
     p.add_argument("--max-new-tokens", type=int, default=64)
@@ -301,10 +366,11 @@ def main(argv: list[str] | None = None) -> int:
           f"device {'cuda' if torch.cuda.is_available() else 'cpu'}")  # fmt: skip
     results = {}
     with tempfile.TemporaryDirectory(prefix="bench-trl-") as tmp:
-        for size in args.sizes.split(","):
-            results[size] = bench_size(size, args, Path(tmp))
+        for case in args.cases.split(","):
+            for size in args.sizes.split(","):
+                results[f"{size} {case}"] = bench_size(size, case, args, Path(tmp))
     print(
-        "\nsummary: "
+        f"\nsummary ({args.clock} s/step): "
         + "; ".join(
             f"{s}: ours {r['ours_s']:.2f}s, TRL {r['trl_s']:.2f}s, ratio {r['ratio']:.2f}" for s, r in results.items()
         )
