@@ -97,6 +97,15 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
+    @action(detail=True, methods=["post"], serializer_class=serializers.Serializer)
+    def evaluate(self, request, pk=None):
+        """An evaluation-only run of this run's latest checkpoint (scores it on the dataset with the rubric)."""
+        try:
+            run = lifecycle.evaluate_checkpoint(self._editable_run(), request.user)
+        except lifecycle.RunActionError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
     @action(detail=True, methods=["post"], serializer_class=CloneRunSerializer)
     def clone(self, request, pk=None):
         """A new run with this run's settings and the given overrides (change one thing)."""

@@ -258,8 +258,9 @@ def runs(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         run = perms.get_for(request.user, Run.objects.all(), request.POST.get("run"), perms.EDIT)
         try:
-            if request.POST.get("action") == "resume":
-                new = lifecycle.resume(run, request.user)
+            if request.POST.get("action") in ("resume", "evaluate"):
+                act = lifecycle.resume if request.POST["action"] == "resume" else lifecycle.evaluate_checkpoint
+                new = act(run, request.user)
                 return redirect(f"/runs/{new.pk}/")
             lifecycle.request_cancel(run)
         except lifecycle.RunActionError as exc:

@@ -90,6 +90,18 @@ def resume(run: Run, user) -> Run:
                       resumed_from=run)  # fmt: skip
 
 
+def evaluate_checkpoint(run: Run, user) -> Run:
+    """An evaluation-only run (no training) of the run's latest checkpoint, with the run's settings."""
+    checkpoint = run.checkpoints.order_by("-step").first()
+    if checkpoint is None:
+        raise RunActionError("run has no checkpoint to evaluate")
+    spec = copy.deepcopy(run.spec)
+    spec.setdefault("eval", {})["checkpoint"] = checkpoint.path
+    spec.setdefault("checkpoint", {}).pop("resume_from", None)
+    name = f"{run.name} (eval of step {checkpoint.step})"
+    return create_run(run.team, spec, kind="eval", name=name, experiment=run.experiment, user=user)
+
+
 def start(run_id: int, worker: str) -> bool:
     """Queued → running, claimed by `worker`. False if the run was cancelled (or taken) meanwhile."""
     now = timezone.now()

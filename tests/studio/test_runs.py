@@ -42,6 +42,18 @@ class RunsTest(StudioTestCase):
         resumed = Run.objects.get(pk=response.json()["id"])
         self.assertEqual((resumed.resumed_from_id, resumed.spec["checkpoint"]["resume_from"]), (run.pk, "/ck/10"))
 
+    def test_evaluate_queues_an_eval_only_run_of_the_latest_checkpoint(self):
+        run = self.make_run("succeeded")
+        self.assertEqual(self.client_for(self.bob).post(f"/api/runs/{run.pk}/evaluate/").status_code, 409)
+        Checkpoint.objects.create(run=run, step=7, path="/ck/7")
+        response = self.client_for(self.bob).post(f"/api/runs/{run.pk}/evaluate/")
+        self.assertEqual(response.status_code, 201)
+        evaluation = Run.objects.get(pk=response.json()["id"])
+        self.assertEqual(
+            (evaluation.kind, evaluation.spec["eval"]["checkpoint"], evaluation.total_steps), ("eval", "/ck/7", 1)
+        )
+        self.assertEqual(self.client_for(self.carol).post(f"/api/runs/{run.pk}/evaluate/").status_code, 403)
+
     def test_clone_changes_one_setting(self):
         run = self.make_run("succeeded")
         response = self.client_for(self.bob).post(
