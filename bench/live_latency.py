@@ -3,8 +3,8 @@
 Real parts only: a daphne server running the studio's ASGI app, the Redis channel layer,
 websocket clients connected over TCP, and "worker" processes that report through the
 worker's own `workers.reporting.DatabaseReporter` (rows and events in one transaction,
-published to the run's group after commit), in the trainer loop's order: metrics, rollouts,
-a log line per step. Each report carries the wall time it was made at; each client
+published to the run's group after commit), in the trainer loop's order: metrics, a log line,
+then the step's rollouts. Each report carries the wall time it was made at; each client
 subtracts it from the time it received it.
 
     python bench/live_latency.py                      # 10 runs, 20 clients, 20 s, SQLite in a temp dir
@@ -87,8 +87,8 @@ def setup_database(n_runs: int) -> tuple[str, list[int]]:
 
 def worker(run_id: int, rate: float, duration: float, ready, go, flush_each_report: bool) -> None:
     """One training worker: the worker's own DatabaseReporter (rows and events in one
-    transaction, published after commit), fed in the trainer loop's order: metrics, rollouts, a
-    log line, `rate` steps a second. Metrics carry the time they were reported; rollouts carry
+    transaction, published after commit), fed in the trainer loop's order: metrics, a log line, then
+    rollouts, `rate` steps a second. Metrics carry the time they were reported; rollouts carry
     it in their prompt_id. `flush_each_report` flushes after every report instead of batching
     (the reporter's FLUSH_INTERVAL_S), to tell the cost of batching from the cost of the path."""
     import django
@@ -119,8 +119,8 @@ def worker(run_id: int, rate: float, duration: float, ready, go, flush_each_repo
                     scores={"correct": CriterionScore(1.0)})
             for i in range(4)
         ]  # fmt: skip
-        report(reporter.rollouts, step, group)
         report(reporter.log, f"step {step}")
+        report(reporter.rollouts, step, group)  # the loop's order: rollouts close the step
         next_at += interval
         time.sleep(max(0.0, next_at - time.time()))
     reporter.flush()

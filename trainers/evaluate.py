@@ -90,8 +90,8 @@ def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] 
                     )
                     for j, (g, r) in enumerate(zip(gens, group, strict=True))
                 ]
-            reporter.rollouts(0, rollouts)
             reporter.log(f"evaluated {start + len(batch)}/{len(prompts)} prompts ({time.perf_counter() - t0:.2f}s)")
+            reporter.rollouts(0, rollouts)  # last: it closes the batch for reporters that flush on it
         engine.close()
         metrics = _metrics(rewards, passed, criteria, k, has_threshold=spec.rubric.pass_threshold is not None)
         reporter.metrics(0, metrics)

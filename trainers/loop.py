@@ -189,12 +189,13 @@ class Trainer:
                 stopped = True
                 break
             metrics = mean_over_processes(self.step(), self.dist)
+            # Rollouts last: reporters may treat them as the end of the step (the worker flushes then).
             reporter.metrics(self.step_count, metrics)
-            reporter.rollouts(self.step_count, self.rollouts(self.last_groups))
             reporter.log(
                 f"step {self.step_count}/{spec.optim.total_steps}: reward {metrics['reward/mean']:.3f}"
                 f" loss {metrics.get('actor/loss', float('nan')):.4f} ({metrics['timing/step_s']:.2f}s)"
             )
+            reporter.rollouts(self.step_count, self.rollouts(self.last_groups))
             if every and self.step_count % every == 0:
                 self._save(save_checkpoint)
         if spec.checkpoint.save_final and self.step_count > 0 and not self._saved_at_current_step():

@@ -2,9 +2,11 @@
 
 A flush is one transaction: MetricPoint / Rollout / RolloutScore rows plus the RunEvents
 that describe them (seq allocated in `studio.runs.events`), published after commit.
-Flushes happen when FLUSH_INTERVAL_S has passed or FLUSH_ROWS rows are waiting, on
-checkpoints and at the end, so a fast tiny-model run makes a handful of writes a
-second, not one per metric.
+Flushes happen when a step's rollouts arrive (the trainer reports them last, so they
+close the step: its metrics, log lines and rollouts go in one write and reach the
+browser together, without waiting for the next step), when FLUSH_INTERVAL_S has passed
+or FLUSH_ROWS rows are waiting, on checkpoints and at the end. A fast tiny-model run
+makes one write per step, not one per metric.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class DatabaseReporter:
 
     def rollouts(self, step: int, rollouts: list[Rollout]) -> None:
         self._add("rollouts", step, list(rollouts), len(rollouts) * 2)
+        self.flush()
 
     def status(self, state: str, detail: str = "") -> None:
         # The task owns the run's state (queued/running/final); the trainer's own status

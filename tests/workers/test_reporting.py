@@ -18,15 +18,16 @@ def rollout(step: int, i: int, reward: float) -> Rollout:
 
 
 class ReporterTest(StudioTestCase):
-    def test_it_buffers_until_the_interval_passes_then_writes_everything_in_one_batch(self):
+    def test_it_buffers_metrics_and_logs_until_the_steps_rollouts_then_writes_them_in_one_batch(self):
         run = self.make_run("running")
         reporter = DatabaseReporter(run.pk, flush_interval_s=3600)
-        reporter.rollouts(1, [rollout(1, 0, 0.0), rollout(1, 1, 1.0)])
         reporter.metrics(1, {"reward/mean": 0.5, "actor/loss": 1.25})
+        reporter.log("step 1")
         self.assertEqual(RunEvent.objects.filter(run=run).count(), 0)
-        reporter.flush()
+        reporter.rollouts(1, [rollout(1, 0, 0.0), rollout(1, 1, 1.0)])
         self.assertEqual(
-            list(RunEvent.objects.filter(run=run).values_list("seq", "kind")), [(1, "rollouts"), (2, "metrics")]
+            list(RunEvent.objects.filter(run=run).values_list("seq", "kind")),
+            [(1, "metrics"), (2, "log"), (3, "rollouts")],
         )
         self.assertEqual(MetricPoint.objects.filter(run=run, key="actor/loss").get().value, 1.25)
         rows = RolloutRow.objects.filter(run=run).order_by("sample_index")
@@ -34,7 +35,7 @@ class ReporterTest(StudioTestCase):
         self.assertEqual(len(rows[0].preview), 200)
         self.assertEqual(RolloutScore.objects.filter(run=run, criterion="letter", score=1.0).count(), 1)
         run.refresh_from_db()
-        self.assertEqual((run.last_seq, run.last_step), (2, 1))
+        self.assertEqual((run.last_seq, run.last_step), (3, 1))
 
     def test_rollout_events_carry_summaries_with_database_ids(self):
         run = self.make_run("running")
