@@ -4,7 +4,7 @@ import pytest
 
 from studio.runs.models import Rollout, RolloutScore
 from studio.sharing.models import ShareLink
-from tests.studio.curves.conftest import alice, api, bob, charlie, erin, run, team  # noqa: F401
+from tests.studio.curves.conftest import run  # noqa: F401
 
 
 def make(run, step, sample, reward, finish="stop", text="the answer is 4", correct=None, prompt_id=None):  # noqa: F811

@@ -1,9 +1,9 @@
-"""The same named users and run as the curves tests (see tests/studio/curves/conftest.py)."""
+"""The run of the curves tests and a rollout in it; the named users come from tests/studio/conftest.py."""
 
 import pytest
 
 from studio.runs.models import Rollout
-from tests.studio.curves.conftest import alice, api, bob, charlie, erin, run, team  # noqa: F401
+from tests.studio.curves.conftest import run  # noqa: F401
 
 
 @pytest.fixture
