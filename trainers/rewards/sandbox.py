@@ -263,6 +263,46 @@ class Worker:
         self._child.close()
 
 
+class WorkerPool:
+    """One worker serving a batch of calls: started on the first call, replaced after a call
+    that hung or killed it. If the worker cannot start (user code that does not load), every
+    later call raises that same `SandboxError` rather than trying again."""
+
+    def __init__(self, limits: Limits, total_calls: int, **start_kwargs: Any) -> None:
+        self.limits = limits
+        self.remaining = total_calls  # sizes the CPU-time limit of a fresh worker
+        self.start_kwargs = start_kwargs
+        self._worker: Worker | None = None
+        self._start_error: SandboxError | None = None
+
+    def call(self, *args: Any, **kwargs: Any) -> CallResult:
+        if self._start_error is not None:
+            raise self._start_error
+        if self._worker is None:
+            try:
+                self._worker = Worker.start(self.limits, calls=max(1, self.remaining), **self.start_kwargs)
+            except SandboxError as exc:
+                self._start_error = exc
+                raise
+        self.remaining -= 1
+        outcome = self._worker.call(*args, **kwargs)
+        if outcome.crashed:  # the process is gone or was killed: a fresh one takes the next call
+            self._worker.close()
+            self._worker = None
+        return outcome
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 @dataclass
 class TestRun:
     """Per-test results of one program: `results[i]` has `passed` and maybe `got`/`error`;

@@ -24,7 +24,7 @@ from trainers.rewards.catalog import MathEquivParams
 from trainers.rewards.criteria.base import CRITERIA, Criterion, failure, quoted, reference
 from trainers.rewards.extract import NotFound, last_boxed, last_number
 from trainers.rewards.sample import Sample
-from trainers.rewards.sandbox import Limits, SandboxError, Worker
+from trainers.rewards.sandbox import Limits, SandboxError, WorkerPool
 
 # The fallback worker imports sympy, which needs more room than user reward functions.
 WORKER_MEMORY_MB = 4096
@@ -120,26 +120,17 @@ class MathEquiv(Criterion):
         # A parse and a comparison each get timeout_s (rounded up), plus a second to answer.
         limits = Limits(timeout_s=2 * math.ceil(p.timeout_s) + 1, memory_mb=WORKER_MEMORY_MB)
         results: list[CriterionScore] = []
-        worker: Worker | None = None
-        try:
-            for i, sample in enumerate(samples):
+        with WorkerPool(limits, len(samples), trusted_import=f"{__name__}:judge") as pool:
+            for sample in samples:
                 try:
                     gold = str(reference(sample, p.reference_field))
                 except KeyError as exc:
                     results.append(failure(f"KeyError: {exc.args[0]}"))
                     continue
-                if worker is None:
-                    try:
-                        worker = Worker.start(limits, trusted_import=f"{__name__}:judge", calls=len(samples) - i)
-                    except SandboxError as exc:
-                        results.extend(failure(f"math-verify worker failed to start: {exc}") for _ in samples[i:])
-                        break
-                outcome = worker.call(gold, sample.completion, p.extract, p.timeout_s)
-                if outcome.crashed:
-                    worker.close()
-                    worker = None
+                try:
+                    outcome = pool.call(gold, sample.completion, p.extract, p.timeout_s)
+                except SandboxError as exc:
+                    results.append(failure(f"math-verify worker failed to start: {exc}"))
+                    continue
                 results.append(to_score(outcome.value) if outcome.ok else failure(outcome.error))
-        finally:
-            if worker is not None:
-                worker.close()
         return results

@@ -16,7 +16,7 @@ from trainers.report import CriterionScore
 from trainers.rewards.catalog import PythonParams
 from trainers.rewards.criteria.base import CRITERIA, Criterion, clip_text, failure
 from trainers.rewards.sample import Sample
-from trainers.rewards.sandbox import Limits, SandboxError, Worker
+from trainers.rewards.sandbox import Limits, SandboxError, WorkerPool
 
 
 def to_score(value: Any) -> CriterionScore:
@@ -48,25 +48,12 @@ class Python(Criterion):
 
     def score_batch(self, samples: list[Sample]) -> list[CriterionScore]:
         results: list[CriterionScore] = []
-        worker: Worker | None = None
-        load_error: str | None = None
-        try:
-            for i, sample in enumerate(samples):
-                if load_error is None and worker is None:
-                    try:
-                        worker = Worker.start(self.limits, source=self.params.code, calls=len(samples) - i)
-                    except SandboxError as exc:
-                        load_error = str(exc)
-                if load_error is not None:
-                    results.append(failure(load_error))
+        with WorkerPool(self.limits, len(samples), source=self.params.code) as pool:
+            for sample in samples:
+                try:
+                    outcome = pool.call(**call_kwargs(sample))
+                except SandboxError as exc:  # the code does not load: every sample gets why
+                    results.append(failure(str(exc)))
                     continue
-                assert worker is not None
-                outcome = worker.call(**call_kwargs(sample))
-                if outcome.crashed:  # the process is gone or hung: a fresh one takes the next sample
-                    worker.close()
-                    worker = None
                 results.append(to_score(outcome.value) if outcome.ok else failure(outcome.error))
-        finally:
-            if worker is not None:
-                worker.close()
         return results
