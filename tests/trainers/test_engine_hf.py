@@ -206,3 +206,27 @@ def test_an_engine_whose_module_is_missing_says_so(monkeypatch):
 
 def test_the_transformers_engine_is_registered():
     assert engine_class("transformers") is HFEngine
+
+
+def spanning_stop(tokenizer, token_ids: list[int], text: str) -> str | None:
+    """A 3-character piece of `text` that starts in one token and ends in a later one, where it first occurs."""
+    for k in range(1, len(token_ids)):
+        head = tokenizer.decode(token_ids[:k], skip_special_tokens=True)
+        stop = text[len(head) - 1 : len(head) + 2]
+        if len(stop) == 3 and "\ufffd" not in stop and text.find(stop) == len(head) - 1:
+            return stop
+    return None
+
+
+def test_a_stop_string_spanning_tokens_ends_greedy_output_where_generate_ends_it(model, tiny_tokenizer, prompts):
+    greedy = SamplingParams(max_new_tokens=24, temperature=0)
+    plain = [grp[0] for grp in engine(model, tiny_tokenizer, True).generate(prompts, 1, greedy)]
+    index, stop = next((i, s) for i, g in enumerate(plain) if (s := spanning_stop(tiny_tokenizer, g.token_ids, g.text)))
+    params = SamplingParams(max_new_tokens=24, temperature=0, stop=[stop], logprobs=True)
+    [[got]], [[expected]] = (
+        engine(model, tiny_tokenizer, lean).generate(prompts[index : index + 1], 1, params) for lean in (True, False)
+    )
+    assert (got.token_ids, got.text, got.finish_reason) == (expected.token_ids, expected.text, "stop")
+    g = plain[index]
+    assert len(got.token_ids) < len(g.token_ids) and len(got.logprobs) == len(got.token_ids)
+    assert got.text == g.text[: g.text.find(stop)]

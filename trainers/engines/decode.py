@@ -76,9 +76,10 @@ def takes_4d_mask(model: Any) -> bool:
 
 class StopStrings:
     """Incremental stop-string matching. A stop string can only newly appear in a sequence
-    when the token just added decodes to text holding the string's last character, or to
-    an incomplete UTF-8 sequence (byte-level tokens split characters); only rows whose new
-    token is such a candidate are decoded and searched."""
+    when the token just added appends text holding the string's last character, or an
+    incomplete UTF-8 sequence (byte-level tokens split characters); only rows whose new
+    token is such a candidate are decoded and searched. A token's text is taken both alone
+    and after another token, since SentencePiece tokenizers drop a leading space alone."""
 
     def __init__(self, stops: list[str], tokenizer: Any, device: torch.device) -> None:
         self.stops = [s for s in stops if s]
@@ -86,9 +87,14 @@ class StopStrings:
         self.candidates = torch.zeros(0, dtype=torch.bool, device=device)
         if self.stops:
             last_chars = {s[-1] for s in self.stops}
-            vocab = len(tokenizer)
-            texts = tokenizer.batch_decode([[i] for i in range(vocab)], skip_special_tokens=True)
-            flags = [any(c in t for c in last_chars) or "\ufffd" in t for t in texts]
+            vocab = range(len(tokenizer))
+            alone = tokenizer.batch_decode([[i] for i in vocab], skip_special_tokens=True)
+            ref = (tokenizer.encode("a", add_special_tokens=False) or [0])[0]
+            skip = len(tokenizer.decode([ref], skip_special_tokens=True))
+            after = [t[skip:] for t in tokenizer.batch_decode([[ref, i] for i in vocab], skip_special_tokens=True)]
+            flags = [
+                any(c in a + b for c in last_chars) or "\ufffd" in a + b for a, b in zip(alone, after, strict=True)
+            ]
             self.candidates = torch.tensor(flags, dtype=torch.bool, device=device)
 
     def __bool__(self) -> bool:
@@ -188,7 +194,7 @@ def lean_decode(
     seen[:, :P] = attn[rows].bool()
 
     B = len(rows)
-    eos = torch.tensor(eos_ids, device=device)
+    eos = torch.tensor([e for e in eos_ids if e is not None], dtype=torch.long, device=device)
     tokens = torch.zeros((B, params.max_new_tokens), dtype=torch.long, device=device)
     logps = torch.zeros((B, params.max_new_tokens), device=device)
     lengths = [params.max_new_tokens] * B

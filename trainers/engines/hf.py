@@ -93,10 +93,15 @@ class HFEngine(RolloutEngine):
         return [self._generation(d) for d in decoded]
 
     def _generation(self, d: Decoded) -> Generation:
-        text = self.tokenizer.decode(d.token_ids, skip_special_tokens=True)
+        tokens, logprobs = d.token_ids, d.logprobs
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
         if d.stop is not None:
+            if d.stop in self.tokenizer.decode(tokens[:-1], skip_special_tokens=True):
+                # Found a token late (a tokenizer whose token texts depend on context): cut back.
+                tokens = self._tokens_through(tokens, d.stop)
+                logprobs = logprobs[: len(tokens)] if logprobs is not None else None
             text = text[: text.find(d.stop)]
-        return Generation(token_ids=d.token_ids, text=text, logprobs=d.logprobs, finish_reason=d.finish_reason)
+        return Generation(token_ids=tokens, text=text, logprobs=logprobs, finish_reason=d.finish_reason)
 
     @torch.inference_mode()
     def _generate_batch(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
