@@ -176,7 +176,11 @@ export class CurveBoard {
 
   setLog(on) {
     this.logY = on;
-    for (const p of this.panels.values()) Plotly.relayout(p.chart, { "yaxis.type": on ? "log" : "linear" });
+    for (const p of this.panels.values()) {
+      p.flat = this.flatRange(p);
+      const y = p.flat ? { "yaxis.range": p.flat } : { "yaxis.autorange": true };
+      Plotly.relayout(p.chart, { "yaxis.type": on ? "log" : "linear", ...y });
+    }
   }
 
   async setXMode(mode) {
@@ -268,6 +272,8 @@ export class CurveBoard {
       yaxis: { ...axis, type: this.logY ? "log" : "linear" },
       uirevision: `${this.xMode}`,
     };
+    const flat = this.flatRange(panel);
+    if (flat) layout.yaxis.range = flat;
     if (this.range) {
       layout.xaxis.range = this.range.map((v) => toAxis(v, this.xMode));
       layout.xaxis.autorange = false;
@@ -290,7 +296,9 @@ export class CurveBoard {
         traces.push(...set.traces);
       });
     });
-    Plotly.react(panel.chart, traces, this.layout(panel), {
+    const layout = this.layout(panel);
+    panel.flat = layout.yaxis.range || null;
+    Plotly.react(panel.chart, traces, layout, {
       responsive: true,
       displaylogo: false,
       modeBarButtonsToRemove: ["lasso2d", "select2d", "autoScale2d", "toggleSpikelines"],
@@ -396,6 +404,24 @@ export class CurveBoard {
     if (!indices.length) return;
     Plotly.extendTraces(panel.chart, update, indices);
     this.showLatest(panel);
+    const flat = this.flatRange(panel);
+    if (flat || panel.flat) Plotly.relayout(panel.chart, flat ? { "yaxis.range": flat } : { "yaxis.autorange": true });
+    panel.flat = flat;
+  }
+
+  // Plotly pads a constant series to value ± 1, which draws a constant learning rate of 2e-3
+  // as a line at "0". A constant non-zero series gets [0, 2·value] instead (linear axis only).
+  flatRange(panel) {
+    if (this.logY) return null;
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const [runId, key] of panel.traces || []) {
+      for (const v of this.data.get(`${runId}|${key}`)?.y || []) {
+        if (v < lo) lo = v;
+        if (v > hi) hi = v;
+      }
+    }
+    return lo === hi && lo !== 0 ? [lo - Math.abs(lo), lo + Math.abs(lo)] : null;
   }
 
   onRelayout(ev) {
