@@ -77,6 +77,18 @@ class Group:
     has_spread: bool = True  # rewards not all equal (else no group estimator gives it a signal)
 
 
+def step_group_ids(prompt_ids: list[str]) -> list[str]:
+    """One id per group of a step: the prompt's id, with "@k" added to its k-th repeat
+    (a small dataset, or dynamic sampling, can draw a prompt twice in one step; each draw is
+    its own group with its own advantage baseline, and the inspector shows groups by id)."""
+    seen: dict[str, int] = {}
+    out = []
+    for pid in prompt_ids:
+        seen[pid] = seen.get(pid, 0) + 1
+        out.append(pid if seen[pid] == 1 else f"{pid}@{seen[pid]}")
+    return out
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -485,10 +497,11 @@ class Trainer:
         return out
 
     def rollouts(self, groups: list[Group]) -> list[Rollout]:
+        group_ids = step_group_ids([grp.prompt.id for grp in groups])
         return [
             Rollout(
                 step=self.step_count,
-                prompt_id=grp.prompt.id,
+                prompt_id=group_id,
                 sample_index=j,
                 prompt=grp.prompt.row.prompt,
                 completion=gen.text,
@@ -499,6 +512,6 @@ class Trainer:
                 finish_reason=gen.finish_reason,
                 logprobs=gen.logprobs,
             )
-            for grp in groups
+            for grp, group_id in zip(groups, group_ids, strict=True)
             for j, (gen, res) in enumerate(zip(grp.generations, grp.results, strict=True))
         ]

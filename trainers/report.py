@@ -22,7 +22,9 @@ class CriterionScore:
 
 @dataclass
 class Rollout:
-    """One sampled completion, scored. `prompt`/`completion` are text or a list of chat turns."""
+    """One sampled completion, scored. `prompt`/`completion` are text or a list of chat turns.
+    `prompt_id` names the completion's group within its step: the dataset row's id, with "@k"
+    for the k-th time that row was drawn in the same step."""
 
     step: int
     prompt_id: str

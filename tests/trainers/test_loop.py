@@ -183,3 +183,14 @@ def test_every_registry_entry_trains_with_two_ppo_epochs(
     assert train(spec, reporter).status == "succeeded"
     metrics = reporter.metric_points[0][1]
     assert math.isfinite(metrics["actor/loss"]) and metrics["actor/ppo_kl"] != 0.0  # the second pass is off-policy
+
+
+def test_a_prompt_drawn_twice_in_a_step_gives_two_distinct_groups(tiny_model_path, tmp_path):
+    # One dataset row, two prompts per step: the same row is drawn twice, as two groups.
+    reporter = MemoryReporter()
+    spec = tiny_spec(tiny_model_path, tmp_path, data={"limit": 1}, optim={"total_steps": 1})
+    train(spec, reporter)
+    _, rollouts = reporter.rollout_batches[0]
+    first, second = sorted({r.prompt_id for r in rollouts})
+    assert second == f"{first}@2"
+    assert len({(r.prompt_id, r.sample_index) for r in rollouts}) == len(rollouts) == 8
