@@ -79,17 +79,7 @@ def token_logprobs(
     the distribution that was sampled from. Returns (logp (B,T), entropy (B,T) or None);
     values at masked positions are meaningless and must be masked by the caller. The entropy
     carries a gradient only with `entropy_grad` (an entropy bonus); otherwise it is a diagnostic."""
-    T = batch.completion_mask.shape[1]
-    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)
-    kwargs = {"logits_to_keep": T + 1} if accepts_logits_to_keep(model) else {}
-    out = model(
-        input_ids=batch.input_ids,
-        attention_mask=batch.attention_mask,
-        position_ids=position_ids,
-        use_cache=False,
-        **kwargs,
-    )
-    logits = out.logits[:, -(T + 1) : -1].float()  # (B, T, V): position t predicts completion token t
+    logits = _completion_logits(model, batch).float()  # (B, T, V): position t predicts completion token t
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
     log_z = torch.logsumexp(logits, dim=-1)  # (B, T)
@@ -100,6 +90,65 @@ def token_logprobs(
             probs = F.softmax(logits, dim=-1)
             entropy = log_z - (probs * logits).sum(-1)  # (B, T)
     return logp, entropy
+
+
+def _completion_logits(model, batch: TokenBatch) -> torch.Tensor:
+    """(B, T, V) logits that predict each completion token. Rows whose prompts are equal (the
+    samples of a group) share one pass over the prompt: it is run once per distinct prompt
+    and its KV cache indexed out to the rows, so its gradient sums over the group; this skips
+    (G-1)/G of the prompt tokens (15-18 % of a micro-batch's forward + backward for 16-token
+    prompts and 64-token completions)."""
+    T, P = batch.completion_mask.shape[1], batch.prompt_len
+    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)  # (B, P+T)
+    keep = accepts_logits_to_keep(model)
+    if P > 0 and _can_share_prompts(model):
+        prompt_rows = torch.cat([batch.input_ids[:, :P], batch.attention_mask[:, :P]], dim=1)  # (B, 2P)
+        unique, inverse = torch.unique(prompt_rows, dim=0, return_inverse=True)  # (K, 2P), (B,)
+        if len(unique) < len(prompt_rows):
+            return _shared_prompt_logits(model, batch, unique, inverse, position_ids, keep)
+    out = model(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=position_ids,
+        use_cache=False,
+        **({"logits_to_keep": T + 1} if keep else {}),
+    )
+    return out.logits[:, -(T + 1) : -1]
+
+
+def _can_share_prompts(model) -> bool:
+    """The prompt pass needs a KV cache, which gradient checkpointing turns off in training."""
+    from trainers.engines.decode import supports_lean_decode  # the engines import this module
+
+    return supports_lean_decode(model) and not getattr(model, "is_gradient_checkpointing", False)
+
+
+def _shared_prompt_logits(model, batch: TokenBatch, unique, inverse, position_ids, keep: bool) -> torch.Tensor:
+    from transformers import DynamicCache
+
+    T, P = batch.completion_mask.shape[1], batch.prompt_len
+    cache = DynamicCache()
+    prompt_ids, prompt_attn = unique[:, :P], unique[:, P:]  # (K, P) each
+    out = model(
+        input_ids=prompt_ids,
+        attention_mask=prompt_attn,
+        position_ids=(prompt_attn.cumsum(-1) - 1).clamp(min=0),
+        past_key_values=cache,
+        use_cache=True,
+        **({"logits_to_keep": 1} if keep else {}),
+    )
+    first = out.logits[:, -1:][inverse]  # (B, 1, V): the prompt's last position predicts completion token 0
+    cache.batch_select_indices(inverse)  # (K, ...) -> (B, ...), differentiable indexing
+    out = model(
+        input_ids=batch.input_ids[:, P:],
+        attention_mask=batch.attention_mask,
+        position_ids=position_ids[:, P:],
+        past_key_values=cache,
+        cache_position=torch.arange(P, P + T, device=batch.input_ids.device),
+        use_cache=True,
+        **({"logits_to_keep": T} if keep else {}),
+    )
+    return torch.cat([first, out.logits[:, -T:-1]], dim=1)  # (B, T, V)
 
 
 @torch.no_grad()  # not inference_mode: the results enter the loss, where autograd may save them

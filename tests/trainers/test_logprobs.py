@@ -62,3 +62,20 @@ def test_micro_batches_group_similar_lengths_and_cover_every_row():
     parts = micro_batches(batch, 2)
     assert [p.tolist() for p in parts] == [[1, 5], [3, 2], [4, 0]]  # lengths 1,1 | 2,5 | 8,9
     assert batch.select(parts[0]).completion_mask.shape == (2, 1)  # short completions pay for no padding
+
+
+def test_rows_sharing_a_prompt_get_the_logprobs_and_gradients_of_each_sequence_alone(tiny_model_path):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path).train()
+    prompts = [PROMPTS[0]] * 3 + [PROMPTS[1]] * 2  # two groups: one pass over each prompt
+    completions = [[40, 41, 42], [43], [44, 45], [50, 51], [52, 53, 54, 55]]
+    batch = TokenBatch.build(prompts, completions, pad_id=0)
+    logp, _ = token_logprobs(model, batch)
+    (logp * batch.completion_mask).sum().backward()
+    shared_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
+        alone, _ = token_logprobs(model, TokenBatch.build([p], [c], pad_id=0))
+        assert logp[i, : len(c)].tolist() == pytest.approx(alone[0].tolist(), abs=1e-5)
+        alone.sum().backward()  # gradients accumulate over the sequences
+    for shared, summed in zip(shared_grads, (p.grad for p in model.parameters()), strict=True):
+        assert torch.allclose(shared, summed, atol=1e-5)
