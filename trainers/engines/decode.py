@@ -142,8 +142,8 @@ def _logprob_of(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
 def _top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     """Keep the smallest set of tokens whose probability reaches top_p (the most likely always kept)."""
     sorted_logits, order = torch.sort(logits, descending=True, dim=-1)  # (b, V)
-    cum = torch.softmax(sorted_logits, dim=-1).cumsum(-1)
-    drop = cum - torch.softmax(sorted_logits, dim=-1) >= top_p  # mass before this token already enough
+    probs = torch.softmax(sorted_logits, dim=-1)
+    drop = probs.cumsum(-1) - probs >= top_p  # the mass before this token is already enough
     sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
     return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
 
@@ -208,13 +208,12 @@ def lean_decode(
         done = torch.isin(new, eos)  # (b,)
         if stops:
             done |= _stop_strings_done(stops, tokens, alive, new, t, stop_hit)
+        finished = alive[done].tolist()
+        for r in finished:
+            lengths[r], ended[r] = t + 1, "stop"
         if t == params.max_new_tokens - 1:
-            for r in alive[done].tolist():
-                lengths[r], ended[r] = t + 1, "stop"
             break
-        if done.any():
-            for r in alive[done].tolist():
-                lengths[r], ended[r] = t + 1, "stop"
+        if finished:  # finished rows leave the batch, cache rows included
             keep = (~done).nonzero().squeeze(-1)
             if len(keep) == 0:
                 break
