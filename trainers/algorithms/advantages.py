@@ -146,3 +146,23 @@ def reinforce_pp_baseline_advantages(
     scores = sequence_scores(token_rewards, mask)  # (B,)
     centred = _broadcast(scores - group_mean(scores, group_index), mask)  # (B, T)
     return masked_whiten(centred, mask, eps, shift_mean=False), discounted_returns(token_rewards, mask, gamma)
+
+
+@ADVANTAGES.register("group_mean_batch_std")
+@torch.no_grad()
+def group_mean_batch_std_advantages(
+    token_rewards: Tensor, mask: Tensor, group_index: Tensor, *, eps: float, gamma: float
+) -> tuple[Tensor, Tensor]:
+    """A_i = (r_i - mean_g) / (std_batch + eps) on every token of sample i, std_batch the
+    (unbiased) std of the batch's sequence rewards r, one value per sequence.
+
+    Lite PPO ("Tricks or Traps?", arXiv:2508.08221, section 4.1): the mean at the group
+    level, the std at the batch level. Unlike `reinforce_pp_baseline`, the scale is the
+    spread of the raw rewards (between-group differences included) over sequences, not of
+    the group-centred scores over tokens, so it does not depend on response lengths.
+    A group of one, or one whose rewards all agree, gets 0.
+    """
+    scores = sequence_scores(token_rewards, mask)  # (B,)
+    std_batch = scores.std() if scores.numel() > 1 else scores.new_zeros(())
+    advantage = (scores - group_mean(scores, group_index)) / (std_batch + eps)
+    return _broadcast(advantage, mask), discounted_returns(token_rewards, mask, gamma)

@@ -10,8 +10,16 @@ ADVANTAGE_ESTIMATORS: dict[str, str] = {
     "dr_grpo": "Group mean only, no std division (Dr. GRPO, arXiv:2503.20783).",
     "rloo": "Leave-one-out baseline: r_i - mean of the other samples of the group (RLOO).",
     "reinforce_pp": "REINFORCE++: token-level returns, whitened over the whole batch (arXiv:2501.03262).",
-    "reinforce_pp_baseline": "Group mean subtracted, then whitened by the batch std (REINFORCE++-baseline, Lite PPO).",
+    "reinforce_pp_baseline": "Group mean subtracted, then scaled by the token-level batch std of the centred scores "
+    "(REINFORCE++-baseline, as verl).",
+    "group_mean_batch_std": "Group mean subtracted, divided by the batch std of the sequence rewards (Lite PPO, "
+    "arXiv:2508.08221).",
 }
+
+# Estimators whose baseline comes from the other samples of a group: they need group_size >= 2.
+GROUP_ESTIMATORS: frozenset[str] = frozenset(
+    {"grpo", "dr_grpo", "rloo", "reinforce_pp_baseline", "group_mean_batch_std"}
+)
 
 POLICY_LOSSES: dict[str, str] = {
     "ppo_clip": "PPO clipped ratio with separate low/high clip (clip-higher) and optional dual-clip.",

@@ -20,6 +20,7 @@ import math
 import pytest
 import torch
 
+from trainers.algorithms import catalog
 from trainers.algorithms.advantages import ADVANTAGES, discounted_returns
 
 PAD = 100.0
@@ -29,7 +30,7 @@ REWARDS = torch.tensor(
 )
 GROUPS = torch.tensor([7, 7, 7, 3, 3, 3])
 LENGTHS = [3, 2, 1, 3, 2, 3]
-GROUP_ESTIMATORS = ["grpo", "dr_grpo", "rloo", "reinforce_pp_baseline"]
+GROUP_ESTIMATORS = sorted(catalog.GROUP_ESTIMATORS)
 
 
 def _per_sequence(values: list[float]) -> torch.Tensor:
@@ -100,7 +101,16 @@ def test_reinforce_pp_baseline_divides_group_centred_scores_by_the_batch_std():
     torch.testing.assert_close(advantages, _per_sequence([c / math.sqrt(var + eps) for c in centred]))
 
 
-@pytest.mark.parametrize("name", ["grpo", "dr_grpo", "rloo", "reinforce_pp_baseline"])
+def test_group_mean_batch_std_divides_group_centred_scores_by_the_std_of_the_batch_rewards():
+    # Lite PPO: scores 1 2 3 0 0 3 (one per sequence, lengths play no part), batch mean 1.5,
+    # unbiased var (0.25 + 0.25 + 2.25 + 2.25 + 2.25 + 2.25) / 5 = 1.9
+    centred = [1 - 2, 2 - 2, 3 - 2, 0 - 1, 0 - 1, 3 - 1]
+    eps = 1e-3
+    advantages, _ = _advantages("group_mean_batch_std", eps=eps)
+    torch.testing.assert_close(advantages, _per_sequence([c / (math.sqrt(1.9) + eps) for c in centred]))
+
+
+@pytest.mark.parametrize("name", GROUP_ESTIMATORS)
 def test_outcome_estimators_return_the_reward_to_go(name):
     _, returns = _advantages(name)
     torch.testing.assert_close(returns, discounted_returns(REWARDS, MASK, gamma=1.0))
