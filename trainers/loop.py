@@ -256,6 +256,7 @@ class Trainer:
             if self.dist.enabled:  # the other processes average gradients with this one: join with none
                 for _ in range(spec.algorithm.ppo_epochs):
                     self._apply_gradients()
+        lr = self.scheduler.get_last_lr()[0]  # the rate this step's update used
         with warnings.catch_warnings():
             # The schedule counts steps, updated or not; torch warns when a step had no optimiser step.
             warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
@@ -278,7 +279,7 @@ class Trainer:
                 "response/length_mean": float(np.mean([len(g.token_ids) for g in all_gens])),
                 "response/length_max": float(max(len(g.token_ids) for g in all_gens)),
                 "response/truncated_frac": float(np.mean([g.finish_reason == "length" for g in all_gens])),
-                "actor/lr": self.scheduler.get_last_lr()[0],
+                "actor/lr": lr,
                 "timing/generate_s": timings["generate"],
                 "timing/score_s": timings["score"],
                 "timing/train_s": train_s,
@@ -394,9 +395,11 @@ class Trainer:
         for grp in groups:
             grp.advantages = [next(sequence_advantages) for _ in grp.generations]
 
-        # 8. optimisation passes
-        for _ in range(algo.ppo_epochs):
-            metrics |= self._optimise(batch, loss_mask, advantages, old_logp, ref_logp, is_weights)
+        # 8. optimisation passes; their diagnostics are averaged (a single pass reports its own)
+        passes = [
+            self._optimise(batch, loss_mask, advantages, old_logp, ref_logp, is_weights) for _ in range(algo.ppo_epochs)
+        ]
+        metrics |= {key: float(np.mean([p[key] for p in passes])) for key in passes[0]}
         metrics |= {
             "advantage/mean": masked_mean(advantages, mask).item(),
             "advantage/std": advantages[mask.bool()].std().item() if mask.sum() > 1 else 0.0,

@@ -52,9 +52,13 @@ def load_policy(spec: ModelSpec, device: torch.device | None = None, *, checkpoi
         from peft import PeftModel
 
         base = load_causal_lm(spec.path, spec, device)
+        if spec.disable_dropout:
+            disable_dropout(base)
         model = PeftModel.from_pretrained(base, path, is_trainable=True)
     else:
         model = load_causal_lm(path, spec, device)
+        if spec.disable_dropout:
+            disable_dropout(model)
         if spec.lora is not None:
             model = _with_lora(model, spec)
     if spec.gradient_checkpointing:
@@ -63,6 +67,17 @@ def load_policy(spec: ModelSpec, device: torch.device | None = None, *, checkpoi
             model.enable_input_require_grads()  # frozen embeddings would cut the checkpointed graph
     model.train()
     return model, tokenizer
+
+
+def disable_dropout(model: torch.nn.Module) -> None:
+    """Dropout probability 0 everywhere: `nn.Dropout` modules, and the float attributes that
+    attention implementations pass to SDPA / eager attention (`attention_dropout`, `dropout`)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        for name in ("attention_dropout", "dropout"):
+            if isinstance(getattr(module, name, None), float):
+                setattr(module, name, 0.0)
 
 
 def is_adapter_folder(path: str | Path) -> bool:

@@ -13,7 +13,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from trainers.algorithms.catalog import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
+from trainers.algorithms.catalog import (
+    ADVANTAGE_ESTIMATORS,
+    GROUP_ESTIMATORS,
+    KL_ESTIMATORS,
+    LOSS_AGG_MODES,
+    POLICY_LOSSES,
+)
 from trainers.rewards.catalog import params_model
 from trainers.rewards.formula import validate_formula
 
@@ -29,6 +35,8 @@ def _choice(catalog: dict[str, str], value: str, what: str) -> str:
 
 
 class LoraSpec(Section):
+    """LoRA adapters (peft) trained instead of the full weights."""
+
     r: int = Field(16, ge=1, le=1024, description="LoRA rank.")
     alpha: int = Field(32, ge=1, description="LoRA alpha (scale = alpha / r).")
     dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the LoRA path.")
@@ -39,17 +47,26 @@ class LoraSpec(Section):
 
 
 class ModelSpec(Section):
+    """The policy to train: where it loads from, its dtype, memory savers and LoRA."""
+
     path: str = Field(..., min_length=1, description="Local folder or hub id of a causal LM (save_pretrained layout).")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="Weights dtype for training; bfloat16 on recent GPUs."
     )
     trust_remote_code: bool = Field(False, description="Allow model code from the model folder.")
     gradient_checkpointing: bool = Field(False, description="Trade compute for memory in the backward pass.")
+    disable_dropout: bool = Field(
+        True,
+        description="Set the model's dropout to 0 (LoRA's own dropout is kept): with dropout on, the policy that "
+        "sampled differs from the one trained and the on-policy ratio is not 1.",
+    )
     lora: LoraSpec | None = Field(None, description="Train LoRA adapters instead of all weights (peft).")
     ref_path: str | None = Field(None, description="Reference model for KL; defaults to the initial policy.")
 
 
 class DataSpec(Section):
+    """The prompts: file or dataset folder, and which fields hold the prompt, answer and extras."""
+
     path: str = Field(
         ..., min_length=1, description="JSONL, CSV or Parquet file, or a local Hugging Face dataset folder."
     )
@@ -97,6 +114,8 @@ class CriterionSpec(Section):
 
 
 class RubricSpec(Section):
+    """The reward: weighted criteria, combined by a weighted sum or a formula."""
+
     criteria: list[CriterionSpec] = Field(..., min_length=1, description="Ordered weighted criteria.")
     combine: Literal["weighted_sum", "formula"] = Field(
         "weighted_sum", description="How criterion scores become one reward."
@@ -121,6 +140,8 @@ class RubricSpec(Section):
 
 
 class AlgorithmSpec(Section):
+    """The RL method: group size, advantage estimator, policy loss, KL, clipping, sampling filters."""
+
     preset: str | None = Field(None, description="Preset these values started from (informational).")
     group_size: int = Field(8, ge=2, le=1024, description="Completions sampled per prompt (G).")
     advantage_estimator: str = Field("grpo", description="How rewards become advantages.")
@@ -175,6 +196,8 @@ class AlgorithmSpec(Section):
 
 
 class RolloutSpec(Section):
+    """Generation: engine, sampling parameters and response length."""
+
     engine: Literal["transformers", "vllm"] = Field("transformers", description="Generation back-end.")
     max_new_tokens: int = Field(64, ge=1, le=131072, description="Completion length cap.")
     temperature: float = Field(1.0, ge=0, le=5, description="Sampling temperature (0 = greedy).")
@@ -188,6 +211,8 @@ class RolloutSpec(Section):
 
 
 class OptimSpec(Section):
+    """Optimisation: learning rate and schedule, batch sizes, steps, gradient clipping, seed."""
+
     lr: float = Field(1e-6, gt=0, le=1, description="Peak learning rate (AdamW).")
     weight_decay: float = Field(0.0, ge=0, le=1, description="AdamW weight decay.")
     beta1: float = Field(0.9, ge=0, lt=1, description="AdamW beta1.")
@@ -202,6 +227,8 @@ class OptimSpec(Section):
 
 
 class CheckpointSpec(Section):
+    """Where outputs go, how often to checkpoint, and what to resume from."""
+
     output_dir: str = Field("runs/out", description="Folder for checkpoints, metrics and rollouts.")
     every_n_steps: int = Field(0, ge=0, description="Save every N steps; 0 saves only at the end or on stop.")
     keep_last: int = Field(2, ge=1, description="Older checkpoints are deleted.")
@@ -210,12 +237,16 @@ class CheckpointSpec(Section):
 
 
 class EvalSpec(Section):
+    """Evaluation-only runs: samples per prompt (pass@k), prompt count, checkpoint."""
+
     samples_per_prompt: int = Field(4, ge=1, le=1024, description="k samples per prompt (pass@k).")
     num_prompts: int | None = Field(None, ge=1, description="Evaluate only the first N prompts.")
     checkpoint: str | None = Field(None, description="Checkpoint folder to evaluate instead of model.path.")
 
 
 class RunSpec(Section):
+    """Everything one training or evaluation run needs; the one source of truth for settings."""
+
     name: str = Field("run", description="Human-readable run name.")
     model: ModelSpec
     data: DataSpec
@@ -231,7 +262,7 @@ class RunSpec(Section):
         a = self.algorithm
         if a.overlong_penalty and a.overlong_buffer >= self.rollout.max_new_tokens:
             raise ValueError("algorithm.overlong_buffer must be smaller than rollout.max_new_tokens")
-        if a.advantage_estimator in ("grpo", "dr_grpo", "rloo", "reinforce_pp_baseline") and a.group_size < 2:
+        if a.advantage_estimator in GROUP_ESTIMATORS and a.group_size < 2:
             raise ValueError(f"algorithm.group_size must be >= 2 for {a.advantage_estimator}")
         if self.rollout.engine == "transformers" and self.rollout.vllm_server_url:
             raise ValueError("rollout.vllm_server_url is only used with engine='vllm'")
@@ -309,7 +340,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "kl_in_reward": False,
     },
     "lite_ppo": {  # Tricks or Traps? arXiv:2508.08221: group-mean + batch-std, token-level loss
-        "advantage_estimator": "reinforce_pp_baseline",
+        "advantage_estimator": "group_mean_batch_std",
         "policy_loss": "ppo_clip",
         "loss_agg_mode": "token-mean",
         "kl_beta": 0.0,
@@ -324,7 +355,7 @@ PRESET_DESCRIPTIONS: dict[str, str] = {
     "rloo": "RLOO: leave-one-out baseline, KL folded into the reward.",
     "reinforce_pp": "REINFORCE++: batch-whitened token returns with KL in the reward.",
     "reinforce_pp_baseline": "REINFORCE++-baseline: group-mean baseline, batch-std normalisation.",
-    "lite_ppo": "Lite PPO: group-mean + batch-std advantages with token-level loss.",
+    "lite_ppo": "Lite PPO: group-mean advantages over the batch std of the rewards, token-level loss.",
 }
 
 

@@ -169,6 +169,7 @@ def test_the_soft_overlong_penalty_lowers_rewards_near_the_limit(tiny_model_path
         ("dr_grpo", "vanilla_pg", "k1", "seq-mean-token-sum-norm"),
         ("reinforce_pp", "ppo_clip", "k3", "token-mean"),
         ("reinforce_pp_baseline", "gspo", "k3", "seq-mean-token-sum"),
+        ("group_mean_batch_std", "ppo_clip", "k2", "token-mean"),
     ],
 )
 def test_every_registry_entry_trains_with_two_ppo_epochs(
@@ -194,3 +195,87 @@ def test_a_prompt_drawn_twice_in_a_step_gives_two_distinct_groups(tiny_model_pat
     first, second = sorted({r.prompt_id for r in rollouts})
     assert second == f"{first}@2"
     assert len({(r.prompt_id, r.sample_index) for r in rollouts}) == len(rollouts) == 8
+
+
+def _python_rubric(code: str, timeout_s: float = 1.0) -> dict:
+    return {"criteria": [{"name": "user", "kind": "python", "params": {"code": code, "timeout_s": timeout_s}}]}
+
+
+# The sandbox worker scores a step's samples in order, in one process, so a counter in the
+# user's module numbers the calls: group k of a round holds calls 4k+1 .. 4k+4.
+ALTERNATING_GROUPS = """
+calls = [0]
+
+def score(prompt, completion, **fields):
+    calls[0] += 1
+    n = calls[0]
+    if ((n - 1) // 4) % 2 == 0:
+        return float(n % 2)  # even groups: rewards 1 0 1 0, a spread
+    return 1.0  # odd groups: rewards all agree
+"""
+
+
+def test_dynamic_sampling_tops_up_a_partly_filled_batch_from_the_next_round(tiny_model_path, tmp_path):
+    # Round 1: group A has a spread, group B not -> 1 of 2 kept; round 2: group C kept -> full.
+    spec = tiny_spec(
+        tiny_model_path,
+        tmp_path,
+        rubric=_python_rubric(ALTERNATING_GROUPS),
+        algorithm={"group_size": 4, "dynamic_sampling": True, "dynamic_sampling_max_rounds": 5},
+        optim={"total_steps": 1, "prompts_per_step": 2},
+    )
+    reporter = MemoryReporter()
+    assert train(spec, reporter).status == "succeeded"
+    (_, metrics), (_, rollouts) = reporter.metric_points[0], reporter.rollout_batches[0]
+    assert metrics["data/generation_rounds"] == 2 and metrics["data/groups_kept"] == 2
+    assert "actor/loss" in metrics
+    # Rewards and advantages are those of the first round's groups, which are what the step reports
+    # as its reward curve; the dropped group B trains on nothing (advantage 0).
+    assert len(rollouts) == 2 * 2 * 4
+    by_group = [rollouts[k * 4 : (k + 1) * 4] for k in range(4)]
+    assert [[r.reward for r in g] for g in by_group] == [[1, 0, 1, 0], [1, 1, 1, 1], [1, 0, 1, 0], [1, 1, 1, 1]]
+    assert all(r.advantage != 0 for g in (by_group[0], by_group[2]) for r in g)
+    assert all(r.advantage == 0 for g in (by_group[1], by_group[3]) for r in g)
+
+
+# Calls numbered per sandbox process: 1 scores, 2 raises, 3 allocates without bound, 4 hangs.
+# The hang costs the process its life; its replacement numbers from 1 again.
+MISBEHAVING = """
+calls = [0]
+
+def score(prompt, completion, **fields):
+    calls[0] += 1
+    n = calls[0]
+    if n == 2:
+        raise ValueError("cannot score this one")
+    if n == 3:
+        hog = bytearray(64 * 2**30)  # beyond the memory limit
+    if n == 4:
+        while True:
+            pass
+    return 1.0
+"""
+
+
+def test_a_python_criterion_that_raises_hangs_or_hogs_memory_leaves_the_run_going(tiny_model_path, tmp_path):
+    spec = tiny_spec(tiny_model_path, tmp_path, rubric=_python_rubric(MISBEHAVING), optim={"total_steps": 2})
+    reporter = MemoryReporter()
+    assert train(spec, reporter).status == "succeeded"
+    assert [step for step, _ in reporter.metric_points] == [1, 2]
+    for _, batch in reporter.rollout_batches:
+        for k in range(0, len(batch), 4):
+            good, raised, hog, hung = (r.scores["user"] for r in batch[k : k + 4])
+            assert (good.score, good.error) == (1.0, None)
+            assert raised.error.startswith("ValueError: cannot score this one"), raised.error
+            assert hog.error.startswith("MemoryError"), hog.error
+            assert hung.error.startswith("timed out after 1 s"), hung.error
+            assert [r.reward for r in batch[k : k + 4]] == [1.0, 0.0, 0.0, 0.0]
+    assert all(m["reward/mean"] == 0.25 for _, m in reporter.metric_points)
+
+
+def test_the_reported_learning_rate_is_the_one_the_step_used(tiny_model_path, tmp_path):
+    spec = tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 2, "lr": 1e-3, "warmup_steps": 3})
+    reporter = MemoryReporter()
+    train(spec, reporter)
+    lrs = [m["actor/lr"] for _, m in reporter.metric_points]
+    assert lrs == pytest.approx([1e-3 * 1 / 4, 1e-3 * 2 / 4])  # warm-up: (s + 1) / (warmup + 1)

@@ -45,3 +45,34 @@ def test_gradient_checkpointing_is_switched_on_when_asked(tiny_model_path):
     policy, tokenizer = load_policy(ModelSpec(path=str(tiny_model_path), gradient_checkpointing=True))
     assert policy.is_gradient_checkpointing and policy.training
     assert tokenizer.pad_token_id is not None
+
+
+def _model_with_attention_dropout(tiny_model_path, tmp_path):
+    """A copy of the tiny model whose config asks for heavy attention dropout."""
+    import json
+    import shutil
+
+    folder = tmp_path / "dropout-model"
+    shutil.copytree(tiny_model_path, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["attention_dropout"] = 0.5
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def _two_forward_passes_agree(model) -> bool:
+    ids = torch.arange(3, 19).unsqueeze(0)
+    with torch.no_grad():  # train mode, as the loop computes old logprobs
+        return torch.equal(model(ids).logits, model(ids).logits)
+
+
+def test_dropout_is_off_by_default_so_the_on_policy_ratio_is_one(tiny_model_path, tmp_path):
+    folder = _model_with_attention_dropout(tiny_model_path, tmp_path)
+    policy, _ = load_policy(ModelSpec(path=str(folder)))
+    assert policy.training and _two_forward_passes_agree(policy)
+
+
+def test_dropout_stays_when_the_spec_keeps_it(tiny_model_path, tmp_path):
+    folder = _model_with_attention_dropout(tiny_model_path, tmp_path)
+    policy, _ = load_policy(ModelSpec(path=str(folder), disable_dropout=False))
+    assert not _two_forward_passes_agree(policy)
