@@ -68,13 +68,24 @@ export function esc(value) {
     .replaceAll("'", "&#39;");
 }
 
+// A number for a label, a hover or a table cell: `digits` significant digits, but never fewer
+// than the whole part (1500.25 -> "1,500", not "15" or "1.5e+3"), with thousands separators as
+// whole numbers get; tiny values in exponent form with the mantissa's trailing zeros dropped
+// (3e-5 -> "3e-5", 2.5e-4 -> "2.5e-4"). Zeros are only ever dropped after a decimal point.
 export function fmt(value, digits = 4) {
   if (value === null || value === undefined || Number.isNaN(value)) return "–";
   if (typeof value !== "number") return String(value);
+  if (!Number.isFinite(value)) return value > 0 ? "∞" : "-∞";
+  if (value === 0) return "0"; // -0 too
   if (Number.isInteger(value)) return value.toLocaleString("en-US");
   const abs = Math.abs(value);
-  if (abs !== 0 && (abs < 1e-3 || abs >= 1e5)) return value.toExponential(2);
-  return value.toPrecision(digits).replace(/\.?0+$/, "");
+  if (abs < 1e-3) {
+    const [mantissa, exponent] = value.toExponential(digits - 1).split("e");
+    return `${mantissa.includes(".") ? mantissa.replace(/\.?0+$/, "") : mantissa}e${exponent}`;
+  }
+  const whole = Math.floor(Math.log10(abs)) + 1; // digits before the point; 0 or less below 1
+  if (whole >= digits) return value.toLocaleString("en-US", { maximumFractionDigits: 0 });
+  return value.toLocaleString("en-US", { maximumSignificantDigits: digits });
 }
 
 export function duration(seconds) {
