@@ -21,12 +21,17 @@ MAX_POINTS = 5000
 
 @dataclass
 class Series:
-    """Columns of one curve as the API sends them; `y_min`/`y_max` equal `y` for raw points."""
+    """Columns of one curve as the API sends them; `y_min`/`y_max` equal `y` for raw points.
+
+    `last_step` is the highest step among the points sent (None when unknown): in wall-time
+    mode x says nothing about steps, and the page needs it to drop live points already drawn.
+    """
 
     x: list[float] = field(default_factory=list)
     y: list[float] = field(default_factory=list)
     y_min: list[float] = field(default_factory=list)
     y_max: list[float] = field(default_factory=list)
+    last_step: int | None = None
 
     def __len__(self) -> int:
         return len(self.x)
@@ -37,8 +42,12 @@ class Series:
         self.y_min.append(y_min)
         self.y_max.append(y_max)
 
-    def as_dict(self) -> dict[str, list[float]]:
-        return {"x": self.x, "y": self.y, "y_min": self.y_min, "y_max": self.y_max}
+    def saw_step(self, step: int | None) -> None:
+        if step is not None and (self.last_step is None or step > self.last_step):
+            self.last_step = int(step)
+
+    def as_dict(self) -> dict[str, list[float] | int | None]:
+        return {"x": self.x, "y": self.y, "y_min": self.y_min, "y_max": self.y_max, "last_step": self.last_step}
 
 
 def bucket_span(lo: float, hi: float, integer: bool) -> float:

@@ -103,19 +103,21 @@ def key_series(run_id: int, key: str, window: Window) -> Series:
     out = Series()
     # Counting stops at points + 1: we only need to know whether the series fits.
     if qs[: window.points + 1].count() <= window.points:
-        for x, y in qs.order_by(col, "id").values_list(col, "value"):
+        for x, y, step in qs.order_by(col, "id").values_list(col, "value", "step"):
             out.append(float(x), y, y, y)
+            out.saw_step(step)
         return out
     lo, hi = _x_range(qs, col)  # floats; steps come back as whole numbers
     rows = (
         qs.annotate(bucket=_bucket_expression(col, lo, hi, window.points))
         .values("bucket")
-        .annotate(x=Avg(col), y=Avg("value"), y_min=Min("value"), y_max=Max("value"))
+        .annotate(x=Avg(col), y=Avg("value"), y_min=Min("value"), y_max=Max("value"), step_max=Max("step"))
         .order_by("bucket")
-        .values_list("x", "y", "y_min", "y_max")
+        .values_list("x", "y", "y_min", "y_max", "step_max")
     )
-    for x, y, y_min, y_max in rows:
+    for x, y, y_min, y_max, step_max in rows:
         out.append(float(x), y, y_min, y_max)
+        out.saw_step(step_max)
     return out
 
 

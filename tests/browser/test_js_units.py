@@ -1,4 +1,5 @@
-"""The run page's JS modules under node, without a browser: number formatting.
+"""The run page's JS modules under node, without a browser: number formatting, and the live
+merges that must not show a rollout or a curve point twice.
 
 Each test copies frontend/static/js next to a small ES module script (the page's modules
 are plain ES modules; the copy gets a package.json saying so), runs it with node and reads
@@ -63,3 +64,92 @@ def test_fmt_keeps_the_whole_part_and_strips_only_zeros_after_the_point(tmp_path
     )
     want = [shown for _, _, shown in FMT_CASES] + ["–"]
     assert list(zip(cases + [["NaN", 4]], got, strict=True)) == list(zip(cases + [["NaN", 4]], want, strict=True))
+
+
+# A stand-in for the elements Inspector reads: enough to construct it and render rows.
+FAKE_DOM = """
+const element = () => ({
+  innerHTML: "", textContent: "", hidden: false, dataset: {}, options: [], elements: {},
+  classList: { add() {}, remove() {} },
+  addEventListener() {}, insertAdjacentHTML() {}, scrollIntoView() {},
+  appendChild(child) { this.options.push(child); },
+  querySelector() { return null; }, querySelectorAll() { return []; },
+});
+const parts = {};
+const root = element();
+root.querySelector = (selector) => (parts[selector] ??= element());
+root.querySelector("form.filters").elements.criterion = element();
+globalThis.document = { addEventListener() {}, createElement: element };
+globalThis.FormData = class { get() { return null; } };  // every filter empty: newest first, no search
+"""
+
+
+def rollout(id_, step):
+    return {"id": id_, "step": step, "prompt_id": "p", "sample_index": 0, "reward": 1.0, "advantage": 0.0,
+            "num_tokens": 3, "finish_reason": "stop", "scores": {}, "preview": ""}  # fmt: skip
+
+
+@pytest.mark.parametrize("live_first", [False, True], ids=["page-then-live", "live-then-page"])
+def test_the_inspector_shows_a_rollout_once_when_the_page_and_the_socket_both_bring_it(tmp_path, live_first):
+    page = [rollout(3, 2), rollout(2, 1), rollout(1, 1)]  # newest first, as the list loads
+    live = [rollout(3, 2), rollout(4, 3)]  # committed between the metrics cursor and the list read
+    ids = run_js(
+        tmp_path,
+        FAKE_DOM
+        + f"""
+        const {{ Inspector }} = await import("./inspector.js");
+        let answer;
+        const api = {{ get: () => new Promise((resolve) => {{ answer = resolve; }}) }};
+        const inspector = new Inspector(root, {{ api, runId: 1 }});
+        const loaded = inspector.reload();
+        const page = {json.dumps(page)}, live = {json.dumps(live)};
+        if ({json.dumps(live_first)}) inspector.onLive(live);
+        answer({{ results: page, next_cursor: null }});
+        await loaded;
+        if (!{json.dumps(live_first)}) inspector.onLive(live);
+        inspector.onLive([live[1]]);  // and a repeat of one already listed changes nothing
+        console.log(JSON.stringify(inspector.items.map((it) => it.id)));
+        """,
+    )
+    assert sorted(ids, reverse=True) == [4, 3, 2, 1] == sorted(set(ids), reverse=True)
+    assert len(ids) == 4
+
+
+CURVES_STUBS = """
+globalThis.window = { addEventListener() {} };
+globalThis.requestAnimationFrame = (callback) => callback();
+globalThis.Plotly = { extendTraces() {}, react() {}, relayout() {} };
+"""
+
+
+def test_live_points_for_steps_already_drawn_are_dropped_in_wall_time_mode_too(tmp_path):
+    # REST x is MetricPoint.wall_time; a live event's time is when its event row was written,
+    # a little later. Only the step says that they are the same point.
+    got = run_js(
+        tmp_path,
+        CURVES_STUBS
+        + """
+        const { CurveBoard } = await import("./curves.js");
+        const out = {};
+        for (const mode of ["step", "time"]) {
+          const board = new CurveBoard(null, { api: null, sources: [{ runId: 1, label: "r" }] });
+          board.xMode = mode;
+          const x = mode === "time" ? [100.0, 101.0] : [1, 2];
+          board.ingest(1, { keys: ["reward/mean"], series: { "reward/mean": {
+            x, y: [0.1, 0.2], y_min: [0.1, 0.2], y_max: [0.1, 0.2], last_step: 2 } } });
+          board.push(2, 101.05, { "reward/mean": 0.2 });  // already drawn by the REST load
+          board.push(3, 102.0, { "reward/mean": 0.3 });
+          board.push(3, 102.0, { "reward/mean": 0.3 });
+          const afterLive = [...board.data.get("1|reward/mean").x];
+          // a later REST load (zoom out, x-axis switch) that already holds step 3 and more
+          board.ingest(1, { keys: ["reward/mean"], series: { "reward/mean": {
+            x: mode === "time" ? [100.0, 101.0, 101.98] : [1, 2, 3],
+            y: [0.1, 0.2, 0.3], y_min: [0.1, 0.2, 0.3], y_max: [0.1, 0.2, 0.3], last_step: 3 } } });
+          board.push(4, 103.0, { "reward/mean": 0.4 });
+          out[mode] = { afterLive, afterReload: board.data.get("1|reward/mean").x };
+        }
+        console.log(JSON.stringify(out));
+        """,
+    )
+    assert got["step"] == {"afterLive": [1, 2, 3], "afterReload": [1, 2, 3, 4]}
+    assert got["time"] == {"afterLive": [100.0, 101.0, 102.0], "afterReload": [100.0, 101.0, 101.98, 103.0]}

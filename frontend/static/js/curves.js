@@ -108,7 +108,11 @@ export class CurveBoard {
     this.smoothing = 0;
     this.logY = false;
     this.range = null; // [start, end] in x units while zoomed
-    this.data = new Map(); // `${runId}|${key}` -> {x, y, lo, hi}
+    // `${runId}|${key}` -> {x, y, lo, hi, steps, lastStep}: `steps` holds the step of each live
+    // point (null for the server's, which may be bucket means); lastStep is the highest step
+    // drawn. Live points are matched by step, never by x: in wall-time mode the server's x is
+    // MetricPoint.wall_time and a live point's is its event's time, a little later.
+    this.data = new Map();
     this.keys = new Set();
     this.panels = new Map(); // panel id -> {def, el, chart, traces: [[runId, key]], emas}
     this.pending = [];
@@ -153,20 +157,31 @@ export class CurveBoard {
     for (const key of resp.keys) this.keys.add(key);
     for (const [key, s] of Object.entries(resp.series)) {
       const id = `${runId}|${key}`;
-      const fresh = { x: s.x, y: s.y, lo: s.y_min, hi: s.y_max };
+      const lastStep = s.last_step ?? null;
+      const fresh = { x: s.x, y: s.y, lo: s.y_min, hi: s.y_max, steps: s.x.map(() => null), lastStep };
       const old = this.data.get(id);
       const last = fresh.x.length ? fresh.x[fresh.x.length - 1] : -Infinity;
       if (old && !this.range) {
         old.x.forEach((x, i) => {
-          if (x <= last) return;
+          const step = old.steps?.[i] ?? null;
+          if (step !== null && lastStep !== null ? step <= lastStep : x <= last) return;
           fresh.x.push(x);
           fresh.y.push(old.y[i]);
           fresh.lo.push(old.lo[i]);
           fresh.hi.push(old.hi[i]);
+          fresh.steps.push(step);
+          if (step !== null) fresh.lastStep = Math.max(fresh.lastStep ?? step, step);
         });
       }
       this.data.set(id, fresh);
     }
+  }
+
+  // Whether a live point is already drawn. The REST load and the websocket can overlap by a
+  // step or two (the cursor is read before the points).
+  drawn(d, step, x) {
+    if (step !== null && step !== undefined && d.lastStep !== null && d.lastStep !== undefined) return step <= d.lastStep;
+    return d.x.length > 0 && x <= d.x[d.x.length - 1];
   }
 
   setSmoothing(alpha) {
@@ -349,16 +364,16 @@ export class CurveBoard {
       for (const [key, value] of Object.entries(values)) {
         if (typeof value !== "number" || !Number.isFinite(value)) continue;
         const id = `${runId}|${key}`;
-        if (!this.data.has(id)) this.data.set(id, { x: [], y: [], lo: [], hi: [] });
+        if (!this.data.has(id)) this.data.set(id, { x: [], y: [], lo: [], hi: [], steps: [], lastStep: null });
         const d = this.data.get(id);
-        // The REST load and the websocket can overlap by a step or two (the cursor is read
-        // before the points); a point at or before the last one shown is already drawn.
-        if (d.x.length && x <= d.x[d.x.length - 1]) continue;
+        if (this.drawn(d, step, x)) continue;
         kept[key] = value;
         d.x.push(x);
         d.y.push(value);
         d.lo.push(value);
         d.hi.push(value);
+        d.steps.push(step ?? null);
+        if (step !== null && step !== undefined) d.lastStep = Math.max(d.lastStep ?? step, step);
         if (!this.keys.has(key)) {
           this.keys.add(key);
           newKeys = true;

@@ -44,6 +44,7 @@ export class Inspector {
     this.banner = root.querySelector("[data-new-banner]");
     this.count = root.querySelector("[data-count]");
     this.items = [];
+    this.ids = new Set(); // ids in this.items: a rollout the socket and a page both bring shows once
     this.selected = -1;
     this.openId = null;
     this.nextCursor = null;
@@ -129,6 +130,7 @@ export class Inspector {
 
   async reload() {
     this.items = [];
+    this.ids.clear();
     this.selected = -1;
     this.nextCursor = null;
     this.unseen = 0;
@@ -160,14 +162,22 @@ export class Inspector {
     return this.loading;
   }
 
+  // Rows already listed are skipped: the websocket's cursor comes from the metrics response
+  // while the list loads concurrently, so a step committed in between arrives both ways.
   append(items, atTop) {
-    for (const it of items) for (const c of Object.keys(it.scores || {})) this.criteria.add(c);
+    const fresh = [];
+    for (const it of items) {
+      if (this.ids.has(it.id)) continue;
+      this.ids.add(it.id);
+      fresh.push(it);
+      for (const c of Object.keys(it.scores || {})) this.criteria.add(c);
+    }
     this.fillCriteria();
     if (atTop) {
-      this.items = [...items, ...this.items];
-      if (this.selected >= 0) this.selected += items.length;
+      this.items = [...fresh, ...this.items];
+      if (this.selected >= 0) this.selected += fresh.length;
     } else {
-      this.items.push(...items);
+      this.items.push(...fresh);
     }
     this.renderRows();
   }
@@ -204,7 +214,7 @@ export class Inspector {
   onLive(items) {
     const params = this.params();
     const newestFirst = !params.order || params.order === "-step";
-    const fits = items.filter((it) => this.matches(it, params));
+    const fits = items.filter((it) => !this.ids.has(it.id) && this.matches(it, params));
     if (!fits.length) return;
     if (newestFirst && !params.q && this.items.length + fits.length <= LIVE_ROWS_MAX) {
       for (const it of fits) it._new = true;

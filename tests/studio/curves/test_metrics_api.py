@@ -63,3 +63,10 @@ def test_it_names_the_bad_parameter(api, alice, run):
     resp = api.get(url(run, x="epoch"))
     assert resp.status_code == 400
     assert "x must be one of" in resp.json()["detail"]
+
+
+def test_each_series_carries_its_last_step_in_wall_time_mode(api, alice, run):
+    add_points(run, "actor/kl", [0.1, 0.2, 0.3], start_step=4)
+    api.force_authenticate(alice)
+    kl = api.get(url(run, x="time")).json()["series"]["actor/kl"]
+    assert kl["x"] == [1_700_000_008.0, 1_700_000_010.0, 1_700_000_012.0] and kl["last_step"] == 6

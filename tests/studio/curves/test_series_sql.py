@@ -67,3 +67,13 @@ def test_it_refuses_a_window_that_makes_no_sense():
         Window(points=0)
     with pytest.raises(ValueError, match="is after end"):
         Window(start=10, end=5)
+
+
+def test_each_series_names_its_last_step_raw_or_bucketed_by_step_or_wall_time(run):
+    # The page drops a live point whose step it already drew; in wall-time mode x cannot tell it.
+    add_points(run, "reward/mean", [0.5] * 3000, start_step=10)
+    for x in ("step", "time"):
+        assert key_series(run.pk, "reward/mean", Window(x=x, points=100)).last_step == 3009
+        assert key_series(run.pk, "reward/mean", Window(x=x, points=5000)).last_step == 3009
+    assert key_series(run.pk, "reward/mean", Window(end=99, points=100)).last_step == 99
+    assert key_series(run.pk, "nope", Window()).last_step is None
