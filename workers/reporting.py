@@ -18,7 +18,7 @@ from typing import Any
 from django.db import transaction
 
 from studio.runs import events
-from studio.runs.models import PREVIEW_CHARS, Checkpoint, MetricPoint, RolloutScore, Run
+from studio.runs.models import PREVIEW_CHARS, RUNNING, Checkpoint, MetricPoint, RolloutScore, Run
 from studio.runs.models import Rollout as RolloutRow
 from trainers.report import Rollout
 
@@ -136,7 +136,9 @@ class DatabaseReporter:
 
 
 class CancelCheck:
-    """`should_stop` for the trainer: reads Run.cancel_requested at most once per `every_s`."""
+    """`should_stop` for the trainer: true once the run's cancel is requested, or once the run is
+    no longer running (the sweeper failed it as lost, or the studio was stopped): a run the studio
+    has given up on must not keep a GPU busy. Reads the row at most once per `every_s`."""
 
     def __init__(self, run_id: int, every_s: float = 1.0) -> None:
         self.run_id = run_id
@@ -148,5 +150,5 @@ class CancelCheck:
         now = time.monotonic()
         if not self.cancelled and now - self.checked_at >= self.every_s:
             self.checked_at = now
-            self.cancelled = Run.objects.filter(pk=self.run_id, cancel_requested=True).exists()
+            self.cancelled = not Run.objects.filter(pk=self.run_id, state=RUNNING, cancel_requested=False).exists()
         return self.cancelled

@@ -76,6 +76,16 @@ class ReporterTest(StudioTestCase):
         run.save()
         self.assertTrue(check())
 
+    def test_the_cancel_check_stops_a_run_the_studio_has_failed(self):
+        # The sweeper marks a silent worker's run failed; if that worker is alive after all
+        # (a long pause, a network split), its trainer must stop rather than train on.
+        run = self.make_run("running")
+        check = CancelCheck(run.pk, every_s=0)
+        self.assertFalse(check())
+        run.state = "failed"
+        run.save()
+        self.assertTrue(check())
+
 
 class NulBytesTest(StudioTestCase):
     def test_nul_characters_a_model_emits_are_stored_as_replacement_characters(self):
