@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from trainers.distributed import dist_info
 from trainers.engines.base import EngineUnavailable, Generation, RolloutEngine, SamplingParams
 from trainers.engines.vllm_server import VLLMServerClient
 from trainers.engines.vllm_weights import (
@@ -233,7 +234,8 @@ class VLLMEngine(RolloutEngine):
 
     def __init__(self, spec: RunSpec, *, model: Any, tokenizer: Any = None) -> None:
         self.seed = spec.optim.seed
-        self.calls = 0
+        self.rank = dist_info().rank
+        self.prompts_drawn = 0  # prompts generated for so far: each gets its own seed, once
         if spec.rollout.vllm_server_url:
             self.backend: ColocatedVLLM | ServerVLLM = ServerVLLM(VLLMServerClient(spec.rollout.vllm_server_url))
         else:
@@ -254,15 +256,22 @@ class VLLMEngine(RolloutEngine):
 
     def generate(self, prompt_token_ids: list[list[int]], n: int, params: SamplingParams) -> list[list[Generation]]:
         self.sync_weights()
-        seed = self.seed * 1_000_003 + self.calls * len(prompt_token_ids)
-        self.calls += 1
+        seed = self.next_seed(len(prompt_token_ids))
         return self.backend.generate(prompt_token_ids, n, params, seed)
 
+    def next_seed(self, num_prompts: int) -> int:
+        """The first of `num_prompts` per-prompt seeds (the backend adds the prompt's index): never
+        reused within a run, whatever the call sizes (dynamic sampling varies them), distinct per
+        torchrun rank, and the same after a resume (the count is checkpointed)."""
+        seed = self.seed * 1_000_003 + self.rank * 1_000_000_007 + self.prompts_drawn
+        self.prompts_drawn += num_prompts
+        return seed
+
     def state_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls}
+        return {"prompts_drawn": self.prompts_drawn}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.calls = int(state.get("calls", 0))
+        self.prompts_drawn = int(state.get("prompts_drawn", 0))
 
     def close(self) -> None:
         self.backend.close()

@@ -220,7 +220,7 @@ def test_a_server_engine_pushes_the_policy_before_the_first_generation_and_after
     assert len(set(seeds)) == 3  # every call samples fresh noise
 
 
-def test_the_sampling_call_count_survives_a_resume(tiny_model_path):
+def test_the_seed_position_survives_a_resume(tiny_model_path):
     with FakeVLLMServer() as server:
         spec = make_spec(tiny_model_path, vllm_server_url=server.url)
         engine = VLLMEngine(spec, model=None)
@@ -231,6 +231,19 @@ def test_the_sampling_call_count_survives_a_resume(tiny_model_path):
         resumed.generate([[1]], 1, SamplingParams())
     seeds = [r["body"]["seed"] for r in server.requests]
     assert seeds[1] == seeds[2] != seeds[0]
+
+
+def test_per_prompt_seeds_never_repeat_across_calls_of_any_size_nor_across_ranks(tiny_model_path, monkeypatch):
+    with FakeVLLMServer() as server:
+        spec = make_spec(tiny_model_path, vllm_server_url=server.url)
+        engine = VLLMEngine(spec, model=None)
+        # Dynamic sampling draws rounds of different sizes; the backend seeds prompt i with first + i.
+        firsts = [engine.next_seed(k) for k in (3, 1, 2, 3)]
+        per_prompt = [f + i for f, k in zip(firsts, (3, 1, 2, 3), strict=True) for i in range(k)]
+        assert len(set(per_prompt)) == len(per_prompt) == 9
+        monkeypatch.setenv("RANK", "1")
+        other_rank = VLLMEngine(spec, model=None)
+        assert not {other_rank.next_seed(3) + i for i in range(3)} & set(per_prompt)
 
 
 # --- real vLLM on a GPU ------------------------------------------------------------------
