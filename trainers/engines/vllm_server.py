@@ -5,7 +5,10 @@ vLLM's development endpoints (`/collective_rpc`, `/reset_prefix_cache`).
 Start the server (on another GPU or machine) with
 
     VLLM_SERVER_DEV_MODE=1 PYTHONPATH=/path/to/this/repo vllm serve <model> \\
-        --worker-extension-cls trainers.engines.vllm_weights.WeightLoaderExtension
+        --worker-extension-cls trainers.engines.vllm_weights.WeightLoaderExtension \\
+        --logprobs-mode processed_logprobs
+
+(logprobs after temperature, as the trainer's; the raw ones would skew the gap metric and TIS.)
 
 `VLLM_SERVER_DEV_MODE` exposes endpoints that run code on the server: keep the port on
 a private network. Without the extension the server still generates, but the trainer
