@@ -26,7 +26,7 @@ from studio.accounts.permissions import EDIT, check, role_in
 from studio.runs.access import readable_run, viewable_run
 from studio.runs.models import Rollout, Run
 from studio.sharing.compare import differences
-from studio.sharing.models import TAG_MAX, TEXT_MAX, Note, ShareLink
+from studio.sharing.models import TAG_MAX, TEXT_MAX, Note, ShareLink, notes_changed
 
 MAX_COMPARE = 12
 NOTES_LIMIT = 500
@@ -78,6 +78,7 @@ class RunNotesView(APIView):
             tag=data.validated_data["tag"],
             text=data.validated_data["text"],
         )
+        notes_changed(run.pk, note.pk)
         return Response(note.as_dict(can_delete=True), status=status.HTTP_201_CREATED)
 
 
@@ -91,7 +92,9 @@ class NoteView(APIView):
             raise Http404("not found")
         if not _may_delete(request.user, note, role == OWNER):
             return Response({"detail": "only the author or a team owner deletes a note"}, status=403)
+        run_id, note_pk = note.run_id, note.pk
         note.delete()
+        notes_changed(run_id, note_pk)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -6,10 +6,14 @@ Who may do what (the permission helpers in studio.accounts.permissions decide):
 - owners and editors create and revoke share links;
 - a share link lets anyone holding it read that one run (curves, rollouts, notes) until it
   is revoked; revoking closes the websockets opened with it at once.
+
+Adding or deleting a note tells the run's open pages (a `notes` hint on the websocket) to
+re-read the notes; the hint is not stored, so a page that reconnects re-reads them too.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 from typing import Any
 
@@ -22,6 +26,8 @@ from django.utils import timezone
 from studio.runs.events import group_name
 from studio.runs.models import Rollout, Run
 
+log = logging.getLogger(__name__)
+
 TAG_MAX = 40
 TEXT_MAX = 4000
 SUGGESTED_TAGS = ("reward hacking", "format broken", "good", "bug", "question")
@@ -29,6 +35,24 @@ SUGGESTED_TAGS = ("reward hacking", "format broken", "good", "bug", "question")
 
 def new_token() -> str:
     return secrets.token_urlsafe(24)
+
+
+def _send_to_run(run_id: int, message: dict[str, Any]) -> None:
+    layer = get_channel_layer()
+    if layer is not None:
+        async_to_sync(layer.group_send)(group_name(run_id), message)
+
+
+def notes_changed(run_id: int, note_id: int) -> None:
+    """After commit, tell the run's open pages to re-read its notes (best effort: the note is saved)."""
+
+    def send() -> None:
+        try:
+            _send_to_run(run_id, {"type": "run.notes_changed", "note": note_id})
+        except Exception:  # noqa: BLE001 - pages see the note on their next reconnect or reload
+            log.exception("could not announce note %s of run %s", note_id, run_id)
+
+    transaction.on_commit(send)
 
 
 class Note(models.Model):
@@ -97,10 +121,7 @@ class ShareLink(models.Model):
         transaction.on_commit(self._close_sockets)
 
     def _close_sockets(self) -> None:
-        layer = get_channel_layer()
-        if layer is not None:
-            message = {"type": "run.access_revoked", "share_token": self.token}
-            async_to_sync(layer.group_send)(group_name(self.run_id), message)
+        _send_to_run(self.run_id, {"type": "run.access_revoked", "share_token": self.token})
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -1,5 +1,6 @@
 // Notes on a run and on its rollouts: the run page's notes panel (filter by tag or text,
 // click a rollout note to open that rollout) and the notes block in the rollout detail.
+// A teammate's note arrives live: the websocket's `notes` hint makes the page re-read them.
 
 import { esc } from "./api.js";
 
@@ -17,6 +18,8 @@ export class NotesClient {
     this.onOpenRollout = onOpenRollout;
     this.onChange = onChange; // called after notes load or change, so the inspector can mark rows
     this.notes = [];
+    this.rolloutId = null; // the rollout whose detail shows a notes block
+    this.refreshTimer = null;
     this.filter = { tag: "", q: "" };
     this.list = panel.querySelector("[data-notes-list]");
     this.tags = panel.querySelector("[data-note-tags]");
@@ -84,6 +87,13 @@ export class NotesClient {
     const resp = await this.api.get(`/api/runs/${this.runId}/notes/`);
     this.notes = resp.results;
     this.render();
+    if (this.rolloutId !== null) this.renderRollout(this.rolloutId);
+  }
+
+  // Re-read the notes soon: a burst of hints (a replay after reconnecting) makes one request.
+  refresh() {
+    clearTimeout(this.refreshTimer);
+    this.refreshTimer = setTimeout(() => this.load().catch((err) => console.error(err)), 200);
   }
 
   visible() {
@@ -130,6 +140,7 @@ export class NotesClient {
   // The notes block inside a rollout's detail view.
   attachRollout(section, rolloutId) {
     this.rolloutSection = section;
+    this.rolloutId = rolloutId;
     const form = section.querySelector("[data-note-form]");
     if (form) this.bindForm(form, rolloutId);
     section.querySelector("[data-notes-list]").addEventListener("click", (ev) => this.onListClick(ev).then(() => this.renderRollout(rolloutId)));

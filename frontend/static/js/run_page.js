@@ -157,6 +157,7 @@ async function main() {
     onHello: (hello) => {
       progress.update(hello.run || {});
       syncCancel?.();
+      notes.refresh(); // note hints are not replayed: catch up on any sent while not connected
     },
     onClosed: (code) => {
       if (code === 4403 || code === 4404) {
@@ -178,6 +179,8 @@ async function main() {
         logs.push(ev.data.line);
       } else if (ev.kind === "checkpoint") {
         logs.push(`checkpoint saved: ${ev.data.path}`);
+      } else if (ev.kind === "notes") {
+        notes.refresh();
       }
     },
   });
