@@ -1,5 +1,7 @@
 """The rollout inspector's API: filters, keyset pages, the detail with its group, and who may read."""
 
+import re
+
 import pytest
 
 from studio.runs.models import Rollout, RolloutScore
@@ -76,6 +78,16 @@ def test_text_search_reads_the_whole_completion(api, alice, run, rows):  # noqa:
     api.force_authenticate(alice)
     body = api.get(url(run, q="NEEDLE")).json()
     assert [r["sample_index"] for r in body["results"]] == [7]
+
+
+def test_text_search_leaves_the_prompt_out_as_the_page_says(api, alice, client, run, rows):  # noqa: F811
+    # Searching prompts too would need a second trigram index and an OR across both on every
+    # filtered page; the inspector's search box says "search completions" instead.
+    api.force_authenticate(alice)
+    assert api.get(url(run, q="question 3")).json()["results"] == []
+    client.force_login(alice)
+    search_box = re.search(r'<input type="search" name="q"[^>]*>', client.get(f"/runs/{run.pk}/").content.decode())
+    assert 'placeholder="search completions"' in search_box.group(0) and "prompt and" not in search_box.group(0)
 
 
 def test_the_detail_carries_the_full_text_scores_and_group(api, bob, run, rows):  # noqa: F811
