@@ -74,3 +74,29 @@ class ExecuteRunTest(StudioTestCase):
         keys = set(MetricPoint.objects.filter(run=run).values_list("key", flat=True))
         self.assertTrue(any(k.startswith("eval/") for k in keys), keys)
         self.assertTrue(Rollout.objects.filter(run=run).exists())
+
+    def test_a_resumed_run_continues_from_the_last_checkpoint_on_the_worker(self):
+        first = self.demo_run()
+        self.assertEqual(execute_run(first.pk, "test-worker"), "succeeded")
+        # As if the user had asked for 3 steps and stopped it after 2: resume trains step 3 only.
+        spec = dict(first.spec, optim={**first.spec["optim"], "total_steps": 3})
+        Run.objects.filter(pk=first.pk).update(spec=spec)
+        first.refresh_from_db()
+        resumed = lifecycle.resume(first, self.alice)
+        self.assertEqual(
+            resumed.spec["checkpoint"]["resume_from"], Checkpoint.objects.filter(run=first).latest("step").path
+        )
+        self.assertEqual(execute_run(resumed.pk, "test-worker"), "succeeded")
+        steps = sorted(set(MetricPoint.objects.filter(run=resumed, key="reward/mean").values_list("step", flat=True)))
+        self.assertEqual(steps, [3])
+        self.assertTrue(resumed.events.filter(kind="log", payload__line__startswith="resumed from").exists())
+
+    def test_evaluating_a_checkpoint_scores_it_on_the_worker(self):
+        trained = self.demo_run()
+        self.assertEqual(execute_run(trained.pk, "test-worker"), "succeeded")
+        trained.refresh_from_db()
+        evaluation = lifecycle.evaluate_checkpoint(trained, self.alice)
+        self.assertEqual(evaluation.kind, "eval")
+        self.assertEqual(execute_run(evaluation.pk, "test-worker"), "succeeded")
+        self.assertTrue(MetricPoint.objects.filter(run=evaluation, key__startswith="eval/").exists())
+        self.assertTrue(Rollout.objects.filter(run=evaluation).exists())
