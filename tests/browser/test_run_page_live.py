@@ -78,6 +78,11 @@ def test_curves_open_and_extend_in_place_as_steps_arrive(browser, studio, live_r
         assert points_in(page, panel) >= HISTORY, panel
     step = int(page.text_content("[data-run-step]").split("/")[0])
     assert step > HISTORY
+    # the REST load and the socket overlap by a step or two: each step is drawn, and listed, once
+    assert page.evaluate(
+        "(x => x.every((v, i) => i === 0 || v > x[i - 1]))(document.querySelector('[data-panel=reward] .chart').data[2].x)"
+    )
+    assert page.evaluate("(ids => new Set(ids).size === ids.length)(studioRunPage.inspector.items.map(it => it.id))")
     assert page.text_content("[data-live-state]") == "live"
     assert "step" in page.text_content("[data-log-tail]")
     assert not errors, errors
@@ -128,7 +133,7 @@ def test_a_rollout_opens_with_the_keyboard_and_takes_a_note(browser, studio, liv
     page.context.close()
 
 
-def test_a_share_link_opens_read_only_and_stops_at_once_when_revoked(browser, studio, live_run):
+def test_a_share_link_opens_read_only_follows_notes_and_stops_at_once_when_revoked(browser, studio, live_run):
     page, _ = owner_page(browser, studio, live_run)
     page.fill("[name=share_label]", "reviewers")
     page.click("[data-share-create]")
@@ -144,6 +149,11 @@ def test_a_share_link_opens_read_only_and_stops_at_once_when_revoked(browser, st
     assert points_in(guest_page) >= HISTORY
     guest_page.wait_for_selector(".rollout-list tbody tr[data-rollout-id]")
     assert guest_page.text_content("[data-live-state]") == "live"
+
+    # a note the owner adds reaches the guest's open page, as its banner says
+    page.fill("[data-notes-panel] textarea[name=text]", "watch the KL from here")
+    page.click("[data-notes-panel] button[type=submit]")
+    guest_page.wait_for_selector("[data-notes-panel] .note:has-text('watch the KL from here')", timeout=5_000)
 
     page.click("[data-share-list] [data-revoke]")
     guest_page.wait_for_selector("[data-access-lost]", state="visible", timeout=5_000)
