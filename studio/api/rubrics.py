@@ -4,9 +4,10 @@ from rest_framework import serializers
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from studio.accounts import permissions as perms
 from studio.api.base import TeamField, TeamScopedViewSet
 from studio.rubrics.models import Rubric
-from studio.rubrics.scoring import TryError, try_rubric, validate_rubric
+from studio.rubrics.scoring import TryError, spec_to_try, try_rubric, validate_rubric
 
 
 class RubricSerializer(serializers.ModelSerializer):
@@ -30,11 +31,16 @@ class RubricSerializer(serializers.ModelSerializer):
 
 class TrySerializer(serializers.Serializer):
     pairs = serializers.ListField(child=serializers.DictField(), help_text="[{prompt, completion, answer?, ...}]")
-    spec = serializers.JSONField(required=False, help_text="Score with this (unsaved) rubric instead.")
+    spec = serializers.JSONField(
+        required=False, help_text="Score with this (unsaved) rubric instead; needs the owner or editor role."
+    )
 
 
 class RubricViewSet(TeamScopedViewSet):
-    """Rubrics: weighted criteria of every kind in trainers.rewards.catalog; `try` scores pairs on a worker."""
+    """Rubrics: weighted criteria of every kind in trainers.rewards.catalog; `try` scores pairs on a worker.
+
+    Members of any role may try the saved rubric; an unsaved `spec` may hold code, so it needs edit rights.
+    """
 
     model = Rubric
     serializer_class = RubricSerializer
@@ -42,11 +48,13 @@ class RubricViewSet(TeamScopedViewSet):
 
     @action(detail=True, methods=["post"], url_path="try", serializer_class=TrySerializer)
     def try_it(self, request, pk=None):
-        rubric = self.get_object()  # members may try (it changes nothing)
+        rubric = self.get_object()  # members may try the saved rubric (it changes nothing)
         data = TrySerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        may_edit = perms.role_allows(perms.role_in(request.user, rubric.team_id), perms.EDIT)
         try:
-            answer = try_rubric(data.validated_data.get("spec") or rubric.spec, data.validated_data["pairs"])
+            spec = spec_to_try(rubric.spec, data.validated_data.get("spec"), may_edit)
+            answer = try_rubric(spec, data.validated_data["pairs"])
         except TryError as exc:
             return Response(exc.errors, status=exc.status)
         return Response(answer)

@@ -27,7 +27,7 @@ from studio.experiments.models import Experiment
 from studio.experiments.specs import SpecError, validate
 from studio.front import forms
 from studio.rubrics.models import Rubric
-from studio.rubrics.scoring import TryError, try_rubric
+from studio.rubrics.scoring import TryError, spec_to_try, try_rubric
 from studio.runs import lifecycle
 from studio.runs.models import Run
 from trainers.spec import PRESET_DESCRIPTIONS, preset_values
@@ -162,8 +162,10 @@ def rubric_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
             spec["criteria"].append({"name": f"c{len(spec['criteria']) + 1}", "kind": request.POST.get("new_kind")})
         elif action == "try":
             trial = {k: request.POST.get(f"try_{k}", "") for k in trial}
+            may_edit = _may_edit_team(request.user, rubric.team_id if rubric else meta["team"])
             try:
-                tried = try_rubric(spec, forms.trial_pairs(trial, request.POST, request.user))
+                scored = spec_to_try(rubric.spec if rubric else None, spec, may_edit)  # the API's rule
+                tried = try_rubric(scored, forms.trial_pairs(trial, request.POST, request.user))
             except (TryError, ValueError) as exc:
                 errors.update(getattr(exc, "errors", {"try": str(exc)}))
         elif action == "save" and not errors:
@@ -185,6 +187,13 @@ def rubric_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
         "names": [c.get("name") for c in spec.get("criteria", [])],
     }  # fmt: skip
     return render(request, "front/rubric_edit.html", context)
+
+
+def _may_edit_team(user, team_id) -> bool:
+    """Whether the user is an owner or editor of the team with this id (a POSTed string or an int)."""
+    if not str(team_id or "").isdigit():
+        return False
+    return perms.role_allows(perms.role_in(user, int(team_id)), perms.EDIT)
 
 
 # --- experiments ------------------------------------------------------------------------

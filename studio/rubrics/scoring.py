@@ -13,6 +13,11 @@ from studio.celery import app as celery_app
 from trainers.spec import RubricSpec, validation_errors
 
 MAX_PAIRS = 32
+# Why a viewer may try the saved rubric but not an unsaved one: criteria can hold code.
+UNSAVED_NEEDS_EDIT = (
+    "scoring an unsaved rubric runs its criteria (a python criterion's code included) on a worker, "
+    "so it needs the owner or editor role; viewers may try the saved rubric"
+)
 
 
 class TryError(ValueError):
@@ -27,6 +32,30 @@ def validate_rubric(spec: Any) -> dict[str, Any]:
         return RubricSpec.model_validate(spec).model_dump(mode="json")
     except ValidationError as exc:
         raise TryError({f"spec.{k}": v for k, v in validation_errors(exc).items()}) from None
+
+
+def spec_to_try(saved: dict[str, Any] | None, unsaved: Any, may_edit: bool) -> dict[str, Any]:
+    """The rubric "try it" scores: the unsaved spec for owners and editors, else the saved one.
+
+    A viewer sending an unsaved spec that differs from the saved rubric gets TryError 403;
+    the same spec as the saved one is no new code, so it is scored.
+    """
+    if not unsaved:
+        if saved is None:
+            raise TryError({"spec": "give a rubric spec to score"})
+        return saved
+    if may_edit:
+        return unsaved
+    if saved is not None and _same_rubric(unsaved, saved):
+        return saved
+    raise TryError({"spec": UNSAVED_NEEDS_EDIT}, 403)
+
+
+def _same_rubric(spec: Any, saved: dict[str, Any]) -> bool:
+    try:
+        return validate_rubric(spec) == validate_rubric(saved)
+    except TryError:
+        return False
 
 
 def try_rubric(spec: dict[str, Any], pairs: list[dict[str, Any]], timeout_s: float | None = None) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 from studio.experiments.models import Experiment
 from studio.rubrics.models import Rubric
 from studio.runs.models import Run
@@ -115,3 +117,39 @@ class PagesTest(StudioTestCase):
                                                    "prompt_field": "prompt", "answer_field": "answer"})  # fmt: skip
         self.assertEqual(response.status_code, 302)
         self.assertContains(self.client.get(response["Location"]), "Every row maps cleanly")
+
+    def rubric_try(self, **criterion):
+        """The rubric page's POST for "Score": one criterion (the saved one unless changed) and one completion."""
+        body = {"team": self.team.pk, "name": "Correct", "count": "1", "c0.name": "correct", "c0.kind": "exact_match",
+                "c0.shown_kind": "exact_match", "c0.weight": "1", "c0.params.reference_field": "answer",
+                "c0.params.extract": "full", "c0.params.marker": "Answer:", "c0.params.strip_whitespace": "on",
+                "combine": "weighted_sum", "action": "try", "try_prompt": "2+2?", "try_answer": "4",
+                "try_completions": "4"}  # fmt: skip
+        return {**body, **criterion}
+
+    def test_a_viewer_on_the_rubric_page_scores_the_saved_rubric(self):
+        self.login(self.carol)
+        with mock.patch("studio.front.views.try_rubric", return_value={"results": []}) as scored:
+            response = self.client.post(f"/rubrics/{self.rubric.pk}/", self.rubric_try())
+        self.assertEqual(response.status_code, 200)
+        self.assertEqual(response.context["errors"], {})
+        self.assertEqual(scored.call_args.args[0], self.rubric.spec)
+
+    def test_a_viewer_on_the_rubric_page_cannot_score_changed_criteria(self):
+        self.login(self.carol)
+        code = {"c0.kind": "python", "c0.shown_kind": "python", "c0.params.code": "def score(**kw):\n    return 1"}
+        with mock.patch("studio.front.views.try_rubric", return_value={"results": []}) as scored:
+            response = self.client.post(f"/rubrics/{self.rubric.pk}/", self.rubric_try(**code))
+        self.assertIn("owner or editor role", response.context["errors"]["spec"])
+        scored.assert_not_called()
+
+    def test_someone_who_edits_no_team_cannot_score_a_new_rubric(self):
+        self.login(self.charlie)  # owns his own team, not alice's: the rubric would be alice's team's
+        with mock.patch("studio.front.views.try_rubric", return_value={"results": []}) as scored:
+            response = self.client.post("/rubrics/new/", self.rubric_try())
+        self.assertIn("owner or editor role", response.context["errors"]["spec"])
+        scored.assert_not_called()
+        self.login(self.bob)
+        with mock.patch("studio.front.views.try_rubric", return_value={"results": []}) as scored:
+            self.client.post("/rubrics/new/", self.rubric_try())
+        scored.assert_called_once()

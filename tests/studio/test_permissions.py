@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 from studio.runs.models import Run
 from tests.studio.base import RUBRIC, StudioTestCase
 
@@ -93,17 +95,33 @@ class PermissionsTest(StudioTestCase):
                 response = self.client_for(self.people()[name]).post(f"/api/teams/{self.team.pk}/members/", body)
                 self.assertEqual(response.status_code, code)
 
-    def test_a_viewer_may_still_try_a_rubric_but_not_edit_it(self):
-        # Trying changes nothing; without a worker here it times out, which is not a permission refusal.
-        with self.settings(RUBRIC_TRY_TIMEOUT_S=0.1):
-            response = self.client_for(self.carol).post(
-                f"/api/rubrics/{self.rubric.pk}/try/", {"pairs": []}, format="json"
-            )
-        self.assertEqual(response.status_code, 400)  # no pairs: a validation error, not 403
-        response = self.client_for(self.charlie).post(
-            f"/api/rubrics/{self.rubric.pk}/try/", {"pairs": []}, format="json"
-        )
-        self.assertEqual(response.status_code, 404)
+    def test_a_viewer_may_still_try_the_saved_rubric_but_not_edit_it(self):
+        url = f"/api/rubrics/{self.rubric.pk}/try/"
+        pairs = [{"prompt": "2+2?", "completion": "4", "answer": "4"}]
+        with mock.patch("studio.api.rubrics.try_rubric", return_value={"results": []}) as scored:
+            response = self.client_for(self.carol).post(url, {"pairs": pairs}, format="json")
+        self.assertEqual(response.status_code, 200, response.content)
+        self.assertEqual(scored.call_args.args, (self.rubric.spec, pairs))
+        self.assertEqual(self.client_for(self.carol).patch(f"/api/rubrics/{self.rubric.pk}/", {"name": "x"}).status_code,
+                         403)  # fmt: skip
+        self.assertEqual(self.client_for(self.charlie).post(url, {"pairs": pairs}, format="json").status_code, 404)
+
+    def test_a_viewer_cannot_score_an_unsaved_rubric_because_its_code_would_run_on_a_worker(self):
+        python = {"criteria": [{"name": "pwn", "kind": "python", "params": {"code": "def score(**kw):\n    return 1"}}]}
+        body = {"pairs": [{"prompt": "p", "completion": "c"}], "spec": python}
+        with mock.patch("studio.api.rubrics.try_rubric", return_value={"results": []}) as scored:
+            response = self.client_for(self.carol).post(f"/api/rubrics/{self.rubric.pk}/try/", body, format="json")
+        self.assertEqual(response.status_code, 403)
+        self.assertIn("owner or editor role", response.json()["spec"])
+        scored.assert_not_called()
+
+    def test_an_editor_may_score_an_unsaved_rubric(self):
+        spec = {"criteria": [{"name": "has_four", "kind": "contains", "params": {"keywords": ["4"]}}]}
+        body = {"pairs": [{"prompt": "p", "completion": "4"}], "spec": spec}
+        with mock.patch("studio.api.rubrics.try_rubric", return_value={"results": []}) as scored:
+            response = self.client_for(self.bob).post(f"/api/rubrics/{self.rubric.pk}/try/", body, format="json")
+        self.assertEqual(response.status_code, 200, response.content)
+        self.assertEqual(scored.call_args.args[0], spec)
 
     def test_anonymous_requests_are_refused(self):
         for url in self.urls().values():
