@@ -17,6 +17,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from studio.accounts.models import OWNER, Team
+from studio.datasets import storage
 from studio.datasets.files import inspect_dataset
 from studio.datasets.models import Dataset
 from studio.experiments.models import Experiment
@@ -60,7 +61,7 @@ def build_tiny_model(out_dir: Path) -> Path:
 def make_demo(team: Team, user) -> Experiment:
     from trainers.demo import demo_spec, make_demo_dataset
 
-    demo_dir = settings.DATA_DIR / "demo"
+    demo_dir = storage.demo_dir()  # the one part of DATA_DIR that every team may read
     model = build_tiny_model(demo_dir / "tiny-model")
     data_path = make_demo_dataset(demo_dir / "repeat-the-letter.jsonl")
     spec = demo_spec(model, data_path, demo_dir / "out")

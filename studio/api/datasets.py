@@ -38,6 +38,12 @@ class DatasetSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError({"prompt_field": "set prompt_field or messages_field"})
         return attrs
 
+    def validate_split(self, value):
+        # A Hugging Face folder's split is a subfolder name: a path here would read outside the dataset.
+        if "/" in value or "\\" in value or value in (".", ".."):
+            raise serializers.ValidationError("a split is a name (like 'train'), not a path")
+        return value
+
     def _place_file(self, attrs):
         upload, raw_path = attrs.pop("file", None), attrs.get("path")
         if bool(upload) == bool(raw_path):

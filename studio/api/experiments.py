@@ -8,7 +8,7 @@ from studio.accounts import permissions as perms
 from studio.api.base import TeamField, TeamScopedViewSet, require_team_role, same_team
 from studio.api.runs import RunSerializer
 from studio.datasets.models import Dataset
-from studio.experiments import specs
+from studio.experiments import paths, specs
 from studio.experiments.models import Experiment
 from studio.rubrics.models import Rubric
 from studio.runs import lifecycle
@@ -40,7 +40,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
         attrs["config"] = config
         probe = Experiment(**{**self._current(), **attrs})
         try:
-            specs.validate(probe.spec_config())
+            paths.validate_for_team(probe.spec_config(), team)
         except specs.SpecError as exc:
             raise serializers.ValidationError(exc.errors) from None
         return attrs
@@ -93,7 +93,7 @@ class ExperimentViewSet(TeamScopedViewSet):
                 return Response({"checkpoint": "no such checkpoint in this team"}, status=status.HTTP_400_BAD_REQUEST)
             config = specs.deep_merge(config, {"eval": {"checkpoint": checkpoint.path}})
         try:
-            spec = specs.validate(config)
+            spec = paths.validate_for_team(config, experiment.team)
         except specs.SpecError as exc:
             return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
         name = options.get("name") or f"{experiment.name} #{experiment.runs.count() + 1}"

@@ -6,6 +6,7 @@ from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
 from studio.api.base import TeamField, TeamScopedViewSet
+from studio.experiments import paths
 from studio.rubrics.models import Rubric
 from studio.rubrics.scoring import TryError, spec_to_try, try_rubric, validate_rubric
 
@@ -27,6 +28,13 @@ class RubricSerializer(serializers.ModelSerializer):
         if self.instance is not None and value.pk != self.instance.team_id:
             raise serializers.ValidationError("a rubric cannot move to another team")
         return value
+
+    def validate(self, attrs):
+        team = attrs.get("team") or self.instance.team
+        errors = paths.rubric_errors(attrs.get("spec") or {}, team)
+        if errors:
+            raise serializers.ValidationError({f"spec.{k}": v for k, v in errors.items()})
+        return attrs
 
 
 class TrySerializer(serializers.Serializer):

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
 from studio.api.base import require_team_role
-from studio.experiments import specs
+from studio.experiments import paths, specs
 from studio.runs import lifecycle, rollout_query
 from studio.runs.access import readable_run
 from studio.runs.models import Checkpoint, Rollout, Run, RunEvent
@@ -115,7 +115,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         config = specs.deep_merge(source.spec, data.validated_data.get("overrides") or {})
         config.get("checkpoint", {}).pop("resume_from", None)
         try:
-            spec = specs.validate(config)
+            spec = paths.validate_for_team(config, source.team)
         except specs.SpecError as exc:
             return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
         run = lifecycle.create_run(source.team, spec, kind=source.kind, experiment=source.experiment,

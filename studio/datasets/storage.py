@@ -12,6 +12,8 @@ from django.core.files.uploadedfile import UploadedFile
 from studio.datasets.files import DatasetFileError, detect_format, inspect_dataset
 from studio.datasets.models import Dataset
 
+DEMO_FOLDER = "demo"  # under DATA_DIR; see studio.bootstrap.make_demo
+
 
 def save_upload(upload: UploadedFile) -> Path:
     """Move (large) or copy in chunks (small) the upload to the data dir; never read whole into memory."""
@@ -28,12 +30,33 @@ def save_upload(upload: UploadedFile) -> Path:
     return dest
 
 
+def demo_dir() -> Path:
+    """Where studio.bootstrap puts the demo dataset and tiny model: the one part of DATA_DIR anyone may read."""
+    return Path(settings.DATA_DIR).resolve() / DEMO_FOLDER
+
+
+def inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
 def server_path(raw: str) -> Path:
-    """A server-side path the studio may read: it must exist and lie under STUDIO_DATASET_ROOTS."""
+    """A server-side path the studio may read: it must exist and lie under STUDIO_DATASET_ROOTS.
+
+    The studio's own data folder (STUDIO_DATA_DIR) is refused, but for its demo folder: it holds
+    the secret key, the database, the first login and every team's uploads and run outputs, and the
+    default roots include it (it sits inside the repository). A folder holding it is refused too,
+    since a Hugging Face folder is read recursively.
+    """
     path = Path(raw).expanduser().resolve()
-    if not any(path == root or root in path.parents for root in settings.DATASET_ROOTS):
+    if not any(inside(path, root) for root in settings.DATASET_ROOTS):
         roots = ", ".join(str(r) for r in settings.DATASET_ROOTS)
         raise DatasetFileError(f"{path}: outside the folders datasets may be registered from ({roots})")
+    data_dir = Path(settings.DATA_DIR).resolve()
+    if (inside(path, data_dir) and not inside(path, demo_dir())) or path in data_dir.parents:
+        raise DatasetFileError(
+            f"{path}: inside the studio's data folder ({data_dir}), which holds its secrets and every team's "
+            "files; upload the file instead, or register it from another folder"
+        )
     if not path.exists():
         raise DatasetFileError(f"{path}: no such file or folder")
     return path

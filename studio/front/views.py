@@ -24,7 +24,8 @@ from studio.api.rubrics import RubricSerializer
 from studio.datasets.files import DatasetFileError, iter_rows
 from studio.datasets.models import Dataset
 from studio.experiments.models import Experiment
-from studio.experiments.specs import SpecError, validate
+from studio.experiments.paths import validate_for_team
+from studio.experiments.specs import SpecError
 from studio.front import forms
 from studio.rubrics.models import Rubric
 from studio.rubrics.scoring import TryError, spec_to_try, try_rubric
@@ -241,7 +242,7 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
         perms.check(request.user, experiment, perms.EDIT)
         kind = "eval" if request.POST.get("kind") == "eval" else "train"
         try:
-            spec = validate(experiment.spec_config())
+            spec = validate_for_team(experiment.spec_config(), experiment.team)
         except SpecError as exc:
             messages.error(request, f"Cannot launch: {exc}")
             return redirect("experiment", pk)
@@ -253,7 +254,7 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
                                    user=request.user)  # fmt: skip
         return redirect(f"/runs/{run.pk}/")
     try:
-        spec, spec_errors = validate(experiment.spec_config()), {}
+        spec, spec_errors = validate_for_team(experiment.spec_config(), experiment.team), {}
     except SpecError as exc:
         spec, spec_errors = None, exc.errors
     runs = experiment.runs.order_by("-created")[:50]

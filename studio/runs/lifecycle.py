@@ -17,6 +17,8 @@ from django.utils import timezone
 
 from studio.celery import EVAL_TASK, TRAIN_TASK
 from studio.celery import app as celery_app
+from studio.experiments import paths
+from studio.experiments.specs import SpecError
 from studio.runs import events
 from studio.runs.models import CANCELLED, FAILED, QUEUED, RUNNING, Run
 
@@ -85,6 +87,7 @@ def resume(run: Run, user) -> Run:
         raise RunActionError("run has no checkpoint to resume from")
     spec = copy.deepcopy(run.spec)
     spec.setdefault("checkpoint", {})["resume_from"] = checkpoint.path
+    _check_paths(spec, run.team)
     name = f"{run.name} (resumed from step {checkpoint.step})"
     return create_run(run.team, spec, kind="train", name=name, experiment=run.experiment, user=user,
                       resumed_from=run)  # fmt: skip
@@ -98,8 +101,17 @@ def evaluate_checkpoint(run: Run, user) -> Run:
     spec = copy.deepcopy(run.spec)
     spec.setdefault("eval", {})["checkpoint"] = checkpoint.path
     spec.setdefault("checkpoint", {}).pop("resume_from", None)
+    _check_paths(spec, run.team)
     name = f"{run.name} (eval of step {checkpoint.step})"
     return create_run(run.team, spec, kind="eval", name=name, experiment=run.experiment, user=user)
+
+
+def _check_paths(spec: dict[str, Any], team) -> None:
+    """The run's stored settings may predate the path rules (studio.experiments.paths): check again."""
+    try:
+        paths.check(spec, team)
+    except SpecError as exc:
+        raise RunActionError(f"the run's settings name paths this team may not read: {exc}") from None
 
 
 def start(run_id: int, worker: str) -> bool:

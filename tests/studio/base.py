@@ -36,8 +36,11 @@ def write_jsonl(path: Path, rows: list) -> Path:
 class StudioTestCase(APITestCase):
     def setUp(self) -> None:
         super().setUp()
-        self.tmp = Path(tempfile.mkdtemp(prefix="studio-test-"))
-        self.settings_override = override_settings(DATA_DIR=self.tmp, DATASET_ROOTS=[self.tmp.resolve()])
+        # Laid out like a checkout: the data folder inside the one datasets may be registered from.
+        self.tmp = Path(tempfile.mkdtemp(prefix="studio-test-")).resolve()
+        self.data_dir = self.tmp / "var"
+        self.data_dir.mkdir()
+        self.settings_override = override_settings(DATA_DIR=self.data_dir, DATASET_ROOTS=[self.tmp])
         self.settings_override.enable()
         self.addCleanup(self.settings_override.disable)
         users = get_user_model().objects

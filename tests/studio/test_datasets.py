@@ -119,3 +119,49 @@ class DatasetsTest(StudioTestCase):
         self.assertEqual(response.status_code, 200)
         self.assertEqual(response.json()["rows"], [ROWS[0]])
         self.assertEqual(response.json()["row_count"], 2)
+
+    def register(self, path):
+        body = {"team": self.team.pk, "name": "x", "path": str(path), "format": "csv", "prompt_field": "p"}
+        return self.client_for(self.bob).post("/api/datasets/", body, format="json")
+
+    def test_it_refuses_the_studios_own_files_and_other_teams_uploads_and_run_outputs(self):
+        secrets = {
+            "secret key": self.data_dir / "secret_key",
+            "database": self.data_dir / "studio.sqlite3",
+            "first login": self.data_dir / "first-login.txt",
+            "another team's upload": self.data_dir / "datasets" / "0f3a" / "theirs.jsonl",
+            "a run's output": self.data_dir / "runs" / "7" / "metrics.jsonl",
+        }
+        for what, path in secrets.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("p\nsecret\n")
+            with self.subTest(what=what):
+                response = self.register(path)
+                self.assertEqual(response.status_code, 400)
+                self.assertIn("inside the studio's data folder", response.json()["path"][0])
+        with self.subTest(what="the data folder by a relative path with .."):
+            response = self.register(self.tmp / "hf" / ".." / "var" / "secret_key")
+            self.assertEqual(response.status_code, 400)
+        self.assertFalse(Dataset.objects.filter(name="x").exists())
+
+    def test_it_refuses_a_folder_that_holds_the_data_folder(self):
+        # A Hugging Face folder is read recursively: the repository would hand out var/datasets/*.
+        response = self.register(self.tmp)
+        self.assertEqual(response.status_code, 400)
+        self.assertIn("inside the studio's data folder", response.json()["path"][0])
+
+    def test_the_demo_folder_inside_the_data_folder_may_be_registered(self):
+        demo = self.data_dir / "demo"
+        demo.mkdir()
+        path = write_jsonl(demo / "repeat-the-letter.jsonl", ROWS)
+        response = self.client_for(self.bob).post(
+            "/api/datasets/", {"team": self.team.pk, "name": "demo", "path": str(path)}, format="json"
+        )
+        self.assertEqual(response.status_code, 201, response.content)
+
+    def test_a_split_cannot_be_a_path_out_of_the_dataset_folder(self):
+        response = self.client_for(self.bob).patch(
+            f"/api/datasets/{self.dataset.pk}/", {"split": "../var/datasets"}, format="json"
+        )
+        self.assertEqual(response.status_code, 400)
+        self.assertIn("not a path", response.json()["split"][0])

@@ -1,0 +1,123 @@
+"""Which files a team's run may read: the paths in a RunSpec, checked for the team.
+
+A RunSpec names files the worker opens, and experiment settings and launch or clone
+overrides can set them directly, so every spec validated for a team passes here:
+
+- data.path must be one of the team's datasets, or a path a dataset could be registered
+  from (studio.datasets.storage.server_path); data.split must be a name, not a path;
+- a model or checkpoint path (model.path, model.ref_path, checkpoint.resume_from,
+  eval.checkpoint, a local judge model) that lies inside STUDIO_DATA_DIR must lie in the
+  output folder of one of the team's runs (DATA_DIR/runs/<id>, where workers write
+  checkpoints) or in the demo folder. Paths outside it (a server admin's model folder,
+  a hub id like "Qwen/Qwen2.5-0.5B") stay allowed.
+
+checkpoint.output_dir is not checked: the worker replaces it with DATA_DIR/runs/<run id>.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from studio.datasets import storage
+from studio.datasets.files import DatasetFileError
+from studio.datasets.models import Dataset
+from studio.experiments.specs import SpecError, validate
+from studio.runs.models import Run
+
+RUNS_FOLDER = "runs"  # DATA_DIR/runs/<run id>: see workers.tasks.run_spec
+MODEL_FIELDS = ("model.path", "model.ref_path", "checkpoint.resume_from", "eval.checkpoint")
+# Not paths: 'latest' is found by the trainer inside the run's own output folder.
+KEYWORDS = {"checkpoint.resume_from": ("latest",)}
+
+
+def validate_for_team(config: dict[str, Any], team) -> dict[str, Any]:
+    """specs.validate, then `check`: the validated spec dict, or SpecError naming each bad field."""
+    spec = validate(config)
+    check(spec, team)
+    return spec
+
+
+def check(spec: dict[str, Any], team) -> None:
+    """Raise SpecError naming each path of a validated spec the team may not read (a few queries)."""
+    errors: dict[str, str] = {}
+    data = spec.get("data") or {}
+    data_error = _data_error(str(data.get("path") or ""), team)
+    if data_error:
+        errors["data.path"] = data_error
+    split = str(data.get("split") or "")
+    if "/" in split or "\\" in split or split in (".", ".."):
+        errors["data.split"] = f"{split!r}: a split is a name (like 'train'), not a path"
+    for field in MODEL_FIELDS:
+        section, key = field.split(".")
+        value = (spec.get(section) or {}).get(key)
+        if value and value not in KEYWORDS.get(field, ()):
+            error = model_path_error(value, team)
+            if error:
+                errors[field] = error
+    errors.update({f"rubric.{k}": v for k, v in rubric_errors(spec.get("rubric") or {}, team).items()})
+    if errors:
+        raise SpecError(errors)
+
+
+def rubric_errors(rubric: dict[str, Any], team) -> dict[str, str]:
+    """{"criteria.<i>.params.model": why} for local judge models the team may not load."""
+    errors = {}
+    for i, criterion in enumerate(rubric.get("criteria") or []):
+        params = criterion.get("params") or {}
+        if criterion.get("kind") == "llm_judge" and params.get("backend") == "local" and params.get("model"):
+            error = model_path_error(params["model"], team)
+            if error:
+                errors[f"criteria.{i}.params.model"] = error
+    return errors
+
+
+def _data_error(raw: str, team) -> str | None:
+    resolved = _candidates(raw)
+    if resolved is None:
+        return f"{raw!r}: not a valid path"
+    if Dataset.objects.filter(team=team, path__in=[raw, *map(str, resolved)]).exists():
+        return None
+    try:
+        storage.server_path(raw)
+    except DatasetFileError as exc:
+        return f"not one of this team's datasets, and {exc}"
+    return None
+
+
+def model_path_error(raw: str, team) -> str | None:
+    """Why the team may not load a model or checkpoint from `raw`, or None when it may."""
+    resolved = _candidates(raw)
+    if resolved is None:
+        return f"{raw!r}: not a valid path"
+    data_dir = Path(settings.DATA_DIR).resolve()
+    for path in resolved:
+        if not storage.inside(path, data_dir) or storage.inside(path, storage.demo_dir()):
+            continue
+        if not _in_team_run_folder(path.relative_to(data_dir), team):
+            return (
+                f"{raw}: inside the studio's data folder ({data_dir}); from there a run may read only the "
+                f"checkpoints of this team's runs ({data_dir / RUNS_FOLDER}/<run id>) and the demo folder"
+            )
+    return None
+
+
+def _candidates(raw: str) -> list[Path] | None:
+    """Where `raw` may point: a relative path is read against the worker's working folder, which
+    the web tier cannot know, so both its own and the repository are tried. None if not a path."""
+    try:
+        path = Path(raw).expanduser()
+        if path.is_absolute():
+            return [path.resolve()]
+        return [(Path.cwd() / path).resolve(), (Path(settings.BASE_DIR) / path).resolve()]
+    except (ValueError, OSError, RuntimeError):  # a NUL byte, an unknown home folder
+        return None
+
+
+def _in_team_run_folder(relative: Path, team) -> bool:
+    parts = relative.parts
+    if len(parts) < 2 or parts[0] != RUNS_FOLDER or not parts[1].isdigit():
+        return False
+    return Run.objects.filter(pk=int(parts[1]), team=team).exists()
