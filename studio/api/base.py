@@ -3,10 +3,12 @@ reads for members, writes for owners/editors, 404 for everyone else."""
 
 from __future__ import annotations
 
-from rest_framework import serializers, viewsets
+from django.db.models import ProtectedError
+from rest_framework import serializers, status, viewsets
 from rest_framework.exceptions import NotFound
 from rest_framework.exceptions import PermissionDenied as DRFPermissionDenied
 from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
 from studio.accounts.models import Team
@@ -27,6 +29,12 @@ class TeamScopedViewSet(viewsets.ModelViewSet):
         require_team_role(self.request.user, serializer.validated_data["team"], perms.EDIT)
         serializer.save(created_by=self.request.user)
 
+    def destroy(self, request, *args, **kwargs):
+        try:
+            return super().destroy(request, *args, **kwargs)
+        except ProtectedError as exc:  # a dataset or rubric that experiments still use
+            return Response({"detail": in_use_message(self.model, exc)}, status=status.HTTP_409_CONFLICT)
+
 
 def require_team_role(user, team: Team, need: str) -> None:
     role = perms.role_in(user, team.pk)
@@ -34,6 +42,16 @@ def require_team_role(user, team: Team, need: str) -> None:
         raise NotFound("team not found")
     if not perms.role_allows(role, need):
         raise DRFPermissionDenied(f"your role ({role}) cannot {need} in this team")
+
+
+def in_use_message(model, exc: ProtectedError) -> str:
+    """'this dataset is used by experiments "A" (id 3), "B" (id 5); ...' from a ProtectedError."""
+    users = sorted(exc.protected_objects, key=lambda obj: obj.pk)
+    meta = users[0]._meta if users else model._meta
+    kind = meta.verbose_name if len(users) == 1 else meta.verbose_name_plural
+    names = ", ".join(f'"{obj}" (id {obj.pk})' for obj in users)
+    noun = model._meta.verbose_name
+    return f"this {noun} is used by {kind} {names}; delete them or change their {noun} first"
 
 
 class TeamField(serializers.PrimaryKeyRelatedField):

@@ -165,3 +165,11 @@ class DatasetsTest(StudioTestCase):
         )
         self.assertEqual(response.status_code, 400)
         self.assertIn("not a path", response.json()["split"][0])
+
+    def test_deleting_a_dataset_that_experiments_use_is_a_conflict_naming_them(self):
+        response = self.client_for(self.bob).delete(f"/api/datasets/{self.dataset.pk}/")
+        self.assertEqual(response.status_code, 409)
+        self.assertIn(f'experiment "Exp" (id {self.experiment.pk})', response.json()["detail"])
+        self.assertTrue(Dataset.objects.filter(pk=self.dataset.pk).exists())
+        unused = self.make_dataset(name="unused.jsonl")
+        self.assertEqual(self.client_for(self.bob).delete(f"/api/datasets/{unused.pk}/").status_code, 204)
