@@ -11,7 +11,14 @@ import django  # noqa: E402
 
 django.setup()
 
+from django.conf import settings  # noqa: E402
+
 from studio.celery import app  # noqa: E402
+
+# User reward code and model-written programs run in the trainer's sandbox; it covers these
+# folders with an empty tmpfs, so such code never reads the database file, the secret key,
+# other teams' uploads or checkpoints (trainers.rewards.sandbox, "hidden folders").
+os.environ.setdefault("ROLLOUT_SANDBOX_HIDE", str(settings.DATA_DIR))
 
 # tasks: registered by name; gpu: Celery signal handlers (GPU pinning, fleet inventory, memory release)
 from workers import gpu, tasks  # noqa: E402, F401

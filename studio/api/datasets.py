@@ -12,6 +12,7 @@ from studio.datasets import storage
 from studio.datasets.files import PREVIEW_ROWS, DatasetFileError, inspect_dataset
 from studio.datasets.models import FORMATS, Dataset
 
+PREVIEW_MAX = 200
 MAPPING_FIELDS = ["split", "prompt_field", "messages_field", "answer_field", "extra_fields"]
 
 
@@ -83,9 +84,13 @@ class DatasetViewSet(TeamScopedViewSet):
 
     @action(detail=True, methods=["get"])
     def preview(self, request, pk=None):
-        """First rows (streamed, `?limit=` up to 200), columns, row count and mapping errors."""
+        """First rows (streamed, `?limit=` from 1 to 200), columns, row count and mapping errors."""
         dataset = self.get_object()
-        limit = min(int(request.query_params.get("limit", PREVIEW_ROWS) or PREVIEW_ROWS), 200)
+        try:
+            limit = int(request.query_params.get("limit") or PREVIEW_ROWS)
+        except ValueError:
+            return Response({"limit": f"must be a whole number from 1 to {PREVIEW_MAX}"}, status=400)
+        limit = max(1, min(limit, PREVIEW_MAX))
         try:
             report = inspect_dataset(Path(dataset.path), dataset.format, split=dataset.split, preview_rows=limit)
         except DatasetFileError as exc:

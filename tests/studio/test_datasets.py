@@ -166,6 +166,19 @@ class DatasetsTest(StudioTestCase):
         self.assertEqual(response.status_code, 400)
         self.assertIn("not a path", response.json()["split"][0])
 
+    def test_preview_refuses_a_limit_that_is_not_a_number_naming_it(self):
+        response = self.client_for(self.carol).get(f"/api/datasets/{self.dataset.pk}/preview/?limit=abc")
+        self.assertEqual(response.status_code, 400)
+        self.assertIn("whole number", response.json()["limit"])
+
+    def test_preview_keeps_the_limit_between_1_and_200(self):
+        rows = [{"prompt": f"q{i}", "answer": str(i)} for i in range(250)]
+        dataset = self.make_dataset(rows, name="many.jsonl")
+        for limit, shown in (("-5", 1), ("0", 1), ("1000", 200)):
+            with self.subTest(limit=limit):
+                response = self.client_for(self.carol).get(f"/api/datasets/{dataset.pk}/preview/?limit={limit}")
+                self.assertEqual((response.status_code, len(response.json()["rows"])), (200, shown))
+
     def test_deleting_a_dataset_that_experiments_use_is_a_conflict_naming_them(self):
         response = self.client_for(self.bob).delete(f"/api/datasets/{self.dataset.pk}/")
         self.assertEqual(response.status_code, 409)

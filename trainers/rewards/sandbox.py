@@ -17,9 +17,16 @@ Nothing here executes user code in the calling process. Each sandbox is a fresh
   `socket` module's constructors before user code runs, which determined code can undo;
   `isolation()` says which of the two is in force.
 
+- hidden folders: with namespaces, the child also gets its own mount namespace and covers
+  each folder named in `ROLLOUT_SANDBOX_HIDE` (os.pathsep-separated; the studio's workers
+  set it to the studio's data folder: database file, secret key, uploads, checkpoints)
+  with an empty read-only tmpfs before user code runs. It fails closed: a folder it cannot
+  cover stops the child.
+
 Not enforced: a process-count limit (RLIMIT_NPROC is per real user and ignored for root),
-filesystem isolation beyond the working directory (user code can read files the
-server's user can read), and CPU/memory cgroups.
+filesystem isolation beyond the hidden folders (user code can read other files the
+server's user can read, and everything where `unshare` is not permitted), and CPU/memory
+cgroups.
 """
 
 from __future__ import annotations
@@ -75,22 +82,43 @@ class SandboxError(RuntimeError):
 
 @functools.cache
 def isolation_prefix() -> tuple[str, ...]:
-    """`unshare` arguments giving the child empty network and PID namespaces, or () where not permitted.
-    Checked once per process by running `true` under the same flags."""
+    """`unshare` arguments giving the child empty network and PID namespaces (and its own mount
+    namespace, where permitted), or () where not permitted. Checked once per process by running
+    `true` under the same flags."""
     unshare = shutil.which("unshare")
     if not unshare:
         return ()
-    prefix = (unshare, "--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child")
-    try:
-        ok = subprocess.run([*prefix, "true"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        ok = False
-    return prefix if ok else ()
+    base = (unshare, "--user", "--map-root-user", "--net", "--pid")
+    for prefix in ((*base, "--mount", "--fork", "--kill-child"), (*base, "--fork", "--kill-child")):
+        try:
+            if subprocess.run([*prefix, "true"], capture_output=True, timeout=10).returncode == 0:
+                return prefix
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return ()
 
 
 def isolation() -> str:
     """Which network barrier is in force: 'namespace' (unshare) or 'python' (socket blocked in-process only)."""
     return "namespace" if isolation_prefix() else "python"
+
+
+HIDE_ENV = "ROLLOUT_SANDBOX_HIDE"
+
+
+def hidden_folders(keep: list[str]) -> list[str]:
+    """The folders of `ROLLOUT_SANDBOX_HIDE` that exist, as real paths, less any that hold one of
+    `keep` (the child's own working folder, its interpreter and code must stay visible).
+    Empty without a mount namespace, where nothing can be hidden."""
+    if "--mount" not in isolation_prefix():
+        return []
+    kept = [os.path.realpath(k) for k in keep]
+    out = []
+    for raw in os.environ.get(HIDE_ENV, "").split(os.pathsep):
+        path = os.path.realpath(raw) if raw else ""
+        if path and os.path.isdir(path) and not any(k == path or k.startswith(path + os.sep) for k in kept):
+            out.append(path)
+    return out
 
 
 def _environment(home: str) -> dict[str, str]:
@@ -111,6 +139,7 @@ class _Child:
     def __init__(self, config: dict[str, Any]) -> None:
         self.workdir = tempfile.mkdtemp(prefix="rubric-sandbox-")
         self.log_path = os.path.join(self.workdir, ".sandbox-log")
+        config = {**config, "hide": hidden_folders([self.workdir, sys.prefix, sys.base_prefix, _project_root()])}
         self._buffer = b""
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(

@@ -12,6 +12,7 @@ from tests.trainers.rewards.helpers import sample
 from trainers.rewards.catalog import PythonParams
 from trainers.rewards.criteria.python import Python
 from trainers.rewards.rubric import Rubric
+from trainers.rewards.sandbox import HIDE_ENV, isolation_prefix
 
 # Each misbehaviour is triggered by the completion text, so one batch mixes good and bad samples.
 USER_CODE = textwrap.dedent(
@@ -109,6 +110,32 @@ def test_user_code_has_no_network():
     assert any(
         reason in result.scores["user"].error for reason in ("network access is disabled", "Network is unreachable")
     ), result.scores["user"].error
+
+
+READ_SECRET = """
+import os
+
+def score(prompt, completion, **fields):
+    folder = fields["folder"]
+    names = os.listdir(folder)
+    with open(os.path.join(folder, "secret_key")) as f:
+        return 1.0 if f.read() else 0.0
+"""
+
+
+@pytest.mark.skipif("--mount" not in isolation_prefix(), reason="unshare cannot create a mount namespace here")
+def test_user_code_cannot_read_the_hidden_folders(tmp_path, monkeypatch):
+    # The studio's workers hide its data folder (database, secret key, uploads, checkpoints).
+    data = tmp_path / "var"
+    data.mkdir()
+    (data / "secret_key").write_text("do not show")
+    monkeypatch.setenv(HIDE_ENV, str(data))
+    [result] = rubric(READ_SECRET).score([sample("x", folder=str(data))])
+    assert result.scores["user"].score == 0.0
+    assert "FileNotFoundError" in result.scores["user"].error, result.scores["user"].error
+    monkeypatch.delenv(HIDE_ENV)
+    [result] = rubric(READ_SECRET).score([sample("x", folder=str(data))])
+    assert (result.scores["user"].score, result.scores["user"].error) == (1.0, None)  # the same code, not hidden
 
 
 def test_the_calling_process_keeps_working_after_every_failure():
