@@ -10,6 +10,7 @@ EDITOR = "editor"
 VIEWER = "viewer"
 ROLES = ((OWNER, "Owner"), (EDITOR, "Editor"), (VIEWER, "Viewer"))
 EDIT_ROLES = (OWNER, EDITOR)
+LAST_OWNER = "a team needs at least one owner: make another member owner first"
 
 
 class Team(models.Model):
@@ -26,6 +27,11 @@ class Team(models.Model):
     def add_member(self, user, role: str) -> Membership:
         membership, _ = Membership.objects.update_or_create(team=self, user=user, defaults={"role": role})
         return membership
+
+    def is_last_owner(self, user) -> bool:
+        """Whether the user is the team's only owner: demoting or removing them would orphan it (one query)."""
+        owners = list(self.memberships.filter(role=OWNER).values_list("user_id", flat=True)[:2])
+        return owners == [user.pk]
 
     def role_of(self, user) -> str | None:
         """The user's role in this team, or None for outsiders (one query)."""

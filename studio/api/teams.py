@@ -8,7 +8,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
-from studio.accounts.models import OWNER, ROLES, Membership, Team
+from studio.accounts.models import LAST_OWNER, OWNER, ROLES, Membership, Team
 
 
 class MembershipSerializer(serializers.ModelSerializer):
@@ -58,6 +58,8 @@ class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Creat
         user = get_user_model().objects.filter(username=data.validated_data["username"]).first()
         if user is None:
             return Response({"username": ["no such user"]}, status=status.HTTP_400_BAD_REQUEST)
+        if data.validated_data["role"] != OWNER and team.is_last_owner(user):
+            return Response({"role": [LAST_OWNER]}, status=status.HTTP_400_BAD_REQUEST)
         membership = team.add_member(user, data.validated_data["role"])
         return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
 
@@ -65,7 +67,7 @@ class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Creat
     def remove_member(self, request, pk=None, user_id=None):
         team = perms.get_for(request.user, Team.objects.all(), pk, perms.MANAGE)
         membership = get_object_or_404(Membership, team=team, user_id=user_id)
-        if membership.role == OWNER and team.memberships.filter(role=OWNER).count() == 1:
-            return Response({"detail": "a team needs at least one owner"}, status=status.HTTP_400_BAD_REQUEST)
+        if team.is_last_owner(membership.user):
+            return Response({"detail": LAST_OWNER}, status=status.HTTP_400_BAD_REQUEST)
         membership.delete()
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -17,7 +17,7 @@ from django.shortcuts import redirect, render
 from rest_framework.authtoken.models import Token
 
 from studio.accounts import permissions as perms
-from studio.accounts.models import ROLES, Team
+from studio.accounts.models import LAST_OWNER, OWNER, ROLES, VIEWER, Team
 from studio.api.datasets import MAPPING_FIELDS, DatasetSerializer
 from studio.api.experiments import ExperimentSerializer
 from studio.api.rubrics import RubricSerializer
@@ -72,7 +72,7 @@ def teams(request: HttpRequest) -> HttpResponse:
         if "create_team" in request.POST:
             name = request.POST.get("name", "").strip()
             if name and not Team.objects.filter(name=name).exists():
-                Team.objects.create(name=name).add_member(request.user, "owner")
+                Team.objects.create(name=name).add_member(request.user, OWNER)
             else:
                 messages.error(request, "A team needs a new, unique name.")
         elif "add_member" in request.POST:
@@ -80,10 +80,15 @@ def teams(request: HttpRequest) -> HttpResponse:
             from django.contrib.auth import get_user_model
 
             user = get_user_model().objects.filter(username=request.POST.get("username", "")).first()
+            role = request.POST.get("role", VIEWER)
             if user is None:
                 messages.error(request, "No such user.")
+            elif role not in dict(ROLES):
+                messages.error(request, f"Unknown role {role!r}; choose one of {', '.join(dict(ROLES))}.")
+            elif role != OWNER and team.is_last_owner(user):
+                messages.error(request, LAST_OWNER.capitalize() + ".")
             else:
-                team.add_member(user, request.POST.get("role", "viewer"))
+                team.add_member(user, role)
         elif "token" in request.POST:
             Token.objects.get_or_create(user=request.user)
         return redirect("teams")
