@@ -136,7 +136,12 @@ class LLMJudgeParams(Params):
 
     backend: Literal["openai", "local"] = Field("openai", description="OpenAI-compatible HTTP endpoint or local model.")
     base_url: str = Field("http://localhost:8000/v1", description="Endpoint (backend=openai).")
-    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
+    api_key_env: str = Field(
+        "OPENAI_API_KEY",
+        pattern=r"^[A-Z][A-Z0-9_]*API_KEY$",
+        description="Environment variable holding the API key; its name must end in API_KEY, so a "
+        "rubric cannot send the worker's other variables (database URL, secret key) to an endpoint.",
+    )
     model: str = Field(..., description="Model name (openai) or local path (local).")
     rubric: str = Field(..., min_length=1, description="What the judge is told to look for.")
     score_min: float = Field(0.0, description="Lowest score the judge may give.")

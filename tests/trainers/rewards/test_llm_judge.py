@@ -81,14 +81,14 @@ def judge(url, **params):
             "model": "judge-1",
             "rubric": RUBRIC,
             "timeout_s": 1.0,
-            "api_key_env": "TEST_JUDGE_KEY",
+            "api_key_env": "TEST_JUDGE_API_KEY",
             **params,
         },
     )
 
 
 def test_it_normalises_the_judges_score_and_keeps_its_reasoning(judge_url, monkeypatch):
-    monkeypatch.setenv("TEST_JUDGE_KEY", "secret-123")
+    monkeypatch.setenv("TEST_JUDGE_API_KEY", "secret-123")
     good, bad = judge(judge_url).score_batch([sample("good answer", answer="42"), sample("bad answer")])
     assert good.score == pytest.approx(0.8)
     assert good.explanation == "judge: 8/10. Correct and polite.\nScore: 8"
@@ -169,3 +169,9 @@ def test_a_local_model_judge_loads_once_and_gives_an_error_when_it_writes_no_sco
     loaded = _LOCAL_MODELS[str(tiny_model_path)]
     criterion.score_batch([sample("again")])
     assert _LOCAL_MODELS[str(tiny_model_path)] is loaded
+
+
+@pytest.mark.parametrize("name", ["DATABASE_URL", "SECRET_KEY", "REDIS_URL", "AWS_SECRET_ACCESS_KEY", "openai_api_key"])
+def test_the_key_variable_must_be_an_api_key_so_a_rubric_cannot_exfiltrate_other_settings(name):
+    with pytest.raises(ValueError, match="api_key_env"):
+        build_criterion("llm_judge", {"model": "judge-1", "rubric": RUBRIC, "api_key_env": name})
