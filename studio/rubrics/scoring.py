@@ -70,7 +70,9 @@ def try_rubric(spec: dict[str, Any], pairs: list[dict[str, Any]], timeout_s: flo
     try:
         answer = result.get(timeout=timeout_s, propagate=True, disable_sync_subtasks=False)
     except CeleryTimeout:
-        result.revoke()
+        # Terminate, not just revoke: a task already running (code that hangs on every pair)
+        # would otherwise hold the scoring worker for up to MAX_PAIRS x its timeout.
+        result.revoke(terminate=True)
         raise TryError({"detail": f"no worker answered within {timeout_s:.0f} s; is a worker running?"}, 504) from None
     except Exception as exc:  # noqa: BLE001 - the task itself crashed on the worker
         raise TryError({"detail": f"scoring failed on the worker: {type(exc).__name__}: {exc}"}, 502) from None
