@@ -163,6 +163,10 @@ def up(args: argparse.Namespace) -> int:
 
         call_command("migrate", interactive=False, verbosity=0)
         login = bootstrap()
+        from studio.runs.lifecycle import requeue_waiting
+
+        if waiting := requeue_waiting():
+            print(f"queued again (the broker keeps no messages across restarts): runs {waiting}", flush=True)
         host, port = args.host, args.port
         children.start("web", [sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "studio.asgi:application"])
         runs_at_once = args.concurrency or default_concurrency("gpu")

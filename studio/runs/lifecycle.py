@@ -54,10 +54,30 @@ def _total_steps(kind: str, spec: dict[str, Any]) -> int:
 
 
 def enqueue(run: Run) -> None:
+    """Send the run's task. A broker that cannot be reached fails the run with the reason
+    (the row exists already; a run left queued with no message would wait forever)."""
     task = TRAIN_TASK if run.kind == "train" else EVAL_TASK
-    result = celery_app.send_task(task, args=[run.pk])
+    try:
+        result = celery_app.send_task(task, args=[run.pk])
+    except Exception as exc:  # noqa: BLE001 - kombu's connection errors vary by transport
+        error = f"could not reach the task broker to queue this run: {type(exc).__name__}: {exc}"
+        with transaction.atomic():
+            if Run.objects.filter(pk=run.pk, state=QUEUED).update(state=FAILED, finished=timezone.now(), error=error):
+                events.record(run.pk, [events.status_item(FAILED, error)])
+        run.state, run.error = FAILED, error
+        return
     Run.objects.filter(pk=run.pk).update(celery_task_id=result.id)
     run.celery_task_id = result.id
+
+
+def requeue_waiting() -> list[int]:
+    """Send the tasks of every queued run again: an embedded Redis keeps nothing across a
+    restart, so their messages are gone. A run whose message survived gets two; `start`
+    lets only the first claim it, and the second finds it running and does nothing."""
+    waiting = list(Run.objects.filter(state=QUEUED).order_by("pk"))
+    for run in waiting:
+        enqueue(run)
+    return [run.pk for run in waiting]
 
 
 def request_cancel(run: Run) -> Run:
