@@ -1,8 +1,9 @@
 """Response times of the run page's data endpoints on a big run.
 
 Fills one run with 100,000 points for each of 20 metric keys (2,000,000 points) and
-1,000,000 rollouts (with two criterion scores each in the side table), then times, through
-Django's full request stack (URL routing, auth, permissions, view, JSON):
+1,000,000 rollouts (with two criterion scores each in the side table, and a note on one
+rollout in NOTE_EVERY), then times, through Django's full request stack (URL routing, auth,
+permissions, view, JSON):
 
 - GET /api/runs/<id>/metrics/                 every curve, downsampled to 1,000 buckets
 - GET /api/runs/<id>/metrics/?start=&end=     a zoomed window
@@ -57,6 +58,10 @@ WORDS = [
     "train",
 ]
 BATCH = 20_000
+# Notes are written by people, so they are sparse: one rollout in NOTE_EVERY carries one,
+# its tag taken in turn from NOTE_TAGS (a quarter of them "reward hacking").
+NOTE_EVERY = 250
+NOTE_TAGS = ["reward hacking", "format broken", "good", ""]
 
 
 def _batched(rows, size=BATCH):
@@ -154,6 +159,23 @@ def fill(points_per_key: int, n_rollouts: int) -> int:
     return run.pk
 
 
+def add_notes(run) -> None:
+    """Note one rollout in NOTE_EVERY unless the run already has rollout notes (a kept database)."""
+    from studio.sharing.models import Note
+
+    if Note.objects.filter(run=run, rollout__isnull=False).exists():
+        return
+    t0 = time.time()
+    ids = run.rollouts.order_by("pk").values_list("pk", flat=True).iterator(chunk_size=BATCH)
+    notes = (
+        Note(run=run, rollout_id=pk, tag=NOTE_TAGS[i % len(NOTE_TAGS)], text="bench note")
+        for i, pk in enumerate(pk for n, pk in enumerate(ids) if n % NOTE_EVERY == 0)
+    )
+    for batch in _batched(notes):
+        Note.objects.bulk_create(batch)
+    print(f"  noted {Note.objects.filter(run=run).count():,} rollouts in {time.time() - t0:.0f} s", flush=True)
+
+
 def timed(client, url: str, repeat: int) -> tuple[float, float, int, dict]:
     """(median ms, max ms, bytes, last JSON body) over `repeat` requests after one warm-up."""
     client.get(url)
@@ -180,6 +202,7 @@ def measure(args) -> None:
     call_command("migrate", verbosity=0)
     run_id = fill(args.points, args.rollouts)
     run = Run.objects.get(pk=run_id)
+    add_notes(run)
     client = Client(HTTP_HOST="localhost")  # an allowed host; the test client says "testserver"
     client.force_login(run.team.memberships.first().user)
     print(
@@ -214,15 +237,27 @@ def measure(args) -> None:
         ("rollouts: criterion + step range", "criterion=format&score_min=1&step_min=100&step_max=300&limit=50"),
         ("rollouts: text search (q), common words", "q=remainder%20therefore&limit=50"),
         ("rollouts: text search (q), no match: reads all", "q=zebra&limit=50"),
+        ("rollouts: longest first", "order=-num_tokens&limit=50"),
+        ("rollouts: shortest first", "order=num_tokens&limit=50"),
+        ("rollouts: highest advantage", "order=-advantage&limit=50"),
+        ("rollouts: lowest advantage + step range", "order=advantage&step_min=2000&step_max=2100&limit=50"),
+        ("rollouts: with any note", "has_note=1&limit=50"),
+        ("rollouts: note tagged reward hacking", "note_tag=reward%20hacking&limit=50"),
+        ("rollouts: note tag + reward range, best first", "note_tag=good&reward_min=1&order=-reward&limit=50"),
+        ("rollouts: note tag nobody used", "note_tag=zebra&limit=50"),
     ]
     for label, query in filters:
         report(label, f"{rollouts}?{query}", lambda b: f"{len(b['results'])} rows")
     cursor = first.get("next_cursor")
     if cursor:
-        page = client.get(f"{rollouts}?order=-step&limit=50").json()
-        for _ in range(20):  # walk 20 pages deep, then time the next one
-            page = client.get(f"{rollouts}?order=-step&limit=50&cursor={page['next_cursor']}").json()
-        report("rollouts: page 21 via keyset cursor", f"{rollouts}?order=-step&limit=50&cursor={page['next_cursor']}")
+        for order in ("-step", "-num_tokens", "advantage"):
+            page = client.get(f"{rollouts}?order={order}&limit=50").json()
+            for _ in range(20):  # walk 20 pages deep, then time the next one
+                page = client.get(f"{rollouts}?order={order}&limit=50&cursor={page['next_cursor']}").json()
+            report(
+                "rollouts: page 21 via keyset cursor" + ("" if order == "-step" else f", {order}"),
+                f"{rollouts}?order={order}&limit=50&cursor={page['next_cursor']}",
+            )
     one = first["results"][0]["id"]
     report("rollout detail with its group", f"{rollouts}{one}/")
     if args.browser:

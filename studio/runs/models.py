@@ -142,6 +142,8 @@ class Rollout(models.Model):
         indexes = [
             models.Index(fields=["run", "step", "id"]),
             models.Index(fields=["run", "reward", "id"]),
+            models.Index(fields=["run", "num_tokens", "id"]),  # the inspector's sort by length
+            models.Index(fields=["run", "advantage", "id"]),  # and by advantage
             models.Index(fields=["run", "finish_reason", "step", "id"]),
             models.Index(fields=["run", "step", "prompt_id"]),
         ]

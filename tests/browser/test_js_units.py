@@ -153,3 +153,38 @@ def test_live_points_for_steps_already_drawn_are_dropped_in_wall_time_mode_too(t
     )
     assert got["step"] == {"afterLive": [1, 2, 3], "afterReload": [1, 2, 3, 4]}
     assert got["time"] == {"afterLive": [100.0, 101.0, 102.0], "afterReload": [100.0, 101.0, 101.98, 103.0]}
+
+
+def test_every_clip_fraction_shares_the_clip_panel(tmp_path):
+    keys = ["actor/clip_frac_low", "actor/clip_frac_high", "actor/dual_clip_frac", "actor/loss"]
+    got = run_js(
+        tmp_path,
+        CURVES_STUBS
+        + f"""
+        const {{ panelFor }} = await import("./curves.js");
+        console.log(JSON.stringify({json.dumps(keys)}.map((k) => panelFor(k).id)));
+        """,
+    )
+    assert got == ["clip", "clip", "clip", "loss"]
+
+
+@pytest.mark.parametrize(
+    ("note", "sent"),
+    [("", {}), ("*", {"has_note": "1"}), ("reward hacking", {"note_tag": "reward hacking"})],
+    ids=["no-note-filter", "any-note", "one-tag"],
+)
+def test_the_notes_select_asks_for_any_note_or_one_tag_and_live_rollouts_never_match_it(tmp_path, note, sent):
+    got = run_js(
+        tmp_path,
+        FAKE_DOM
+        + f"""
+        const form = {{ note: {json.dumps(note)}, order: "-advantage" }};
+        globalThis.FormData = class {{ get(name) {{ return form[name] ?? null; }} }};
+        const {{ Inspector }} = await import("./inspector.js");
+        const inspector = new Inspector(root, {{ api: null, runId: 1 }});
+        const params = inspector.params();
+        console.log(JSON.stringify({{ params, live: inspector.matches({json.dumps(rollout(9, 4))}, params) }}));
+        """,
+    )
+    assert got["params"] == {"order": "-advantage", **sent}
+    assert got["live"] is (not sent)  # a rollout that just arrived carries no note yet

@@ -17,7 +17,8 @@ export const PANELS = [
   { id: "criteria", title: "Reward per criterion", match: (k) => /^reward\/[^/]+\/mean$/.test(k) },
   { id: "kl", title: "KL to reference", match: (k) => k === "actor/kl" },
   { id: "entropy", title: "Entropy", match: (k) => k === "actor/entropy" },
-  { id: "clip", title: "Clip fraction", match: (k) => k.startsWith("actor/clip_frac") },
+  // clip_frac_low|high and dual_clip_frac (tokens held at the dual-clip bound c) side by side.
+  { id: "clip", title: "Clip fraction", match: (k) => /^actor\/(dual_)?clip_frac/.test(k) },
   { id: "length", title: "Response length (tokens)", match: (k) => /^response\/length_(mean|max)$/.test(k) },
   { id: "truncated", title: "Truncated fraction", match: (k) => k === "response/truncated_frac" },
   { id: "advantage", title: "Advantage", match: (k) => k.startsWith("advantage/") },

@@ -9,7 +9,9 @@ const PAGE = 50;
 // Live rollouts go straight into the list until it holds this many rows; past that a banner
 // offers a refresh instead, so a long run never makes the list (and each re-render) unbounded.
 const LIVE_ROWS_MAX = 500;
-const FILTERS = ["step_min", "step_max", "reward_min", "reward_max", "criterion", "score_min", "score_max", "finish_reason", "q", "order"];
+const FILTERS = ["step_min", "step_max", "reward_min", "reward_max", "criterion", "score_min", "score_max", "finish_reason", "q", "note", "order"];
+// The notes select's value for "any note"; every other value is a tag.
+const ANY_NOTE = "*";
 
 function renderText(value) {
   if (Array.isArray(value)) {
@@ -50,6 +52,7 @@ export class Inspector {
     this.nextCursor = null;
     this.unseen = 0;
     this.loading = null;
+    this.noteMarks = ""; // "rollout:tag|..." of the notes last seen, to tell a change from a re-render
     this.fillCriteria();
     this.bind();
   }
@@ -114,7 +117,38 @@ export class Inspector {
       delete params.score_min;
       delete params.score_max;
     }
+    if (params.note) {
+      if (params.note === ANY_NOTE) params.has_note = "1";
+      else params.note_tag = params.note;
+      delete params.note;
+    }
     return params;
+  }
+
+  // Tags of the run's notes join the suggested ones in the notes filter.
+  fillNoteTags() {
+    const select = this.form.elements.note;
+    if (!select || !this.notes) return;
+    const have = new Set([...select.options].map((o) => o.value));
+    for (const tag of [...new Set(this.notes.notes.map((n) => n.tag).filter(Boolean))].sort()) {
+      if (have.has(tag)) continue;
+      const opt = document.createElement("option");
+      opt.value = tag;
+      opt.textContent = `tagged ${tag}`;
+      select.appendChild(opt);
+    }
+  }
+
+  // Notes loaded, changed or only re-filtered in the notes panel: mark the rows; when the list is
+  // filtered by notes and the noted rollouts changed, re-ask the server which rollouts match.
+  onNotesChanged() {
+    this.fillNoteTags();
+    const marks = this.notes ? this.notes.notes.filter((n) => n.rollout).map((n) => `${n.rollout}:${n.tag}`).sort().join("|") : "";
+    const changed = marks !== this.noteMarks;
+    this.noteMarks = marks;
+    const params = this.params();
+    if (changed && (params.has_note || params.note_tag)) this.reload();
+    else this.renderRows();
   }
 
   fillCriteria() {
@@ -234,6 +268,7 @@ export class Inspector {
     if (!within(it.step, num(p.step_min), num(p.step_max))) return false;
     if (!within(it.reward, num(p.reward_min), num(p.reward_max))) return false;
     if (p.finish_reason && it.finish_reason !== p.finish_reason) return false;
+    if (p.has_note || p.note_tag) return false; // a rollout that just arrived carries no note yet
     if (p.criterion) {
       const s = (it.scores || {})[p.criterion];
       if (s === undefined || !within(s, num(p.score_min), num(p.score_max))) return false;

@@ -138,7 +138,7 @@ async function main() {
       inspectorRoot.scrollIntoView({ behavior: "smooth", block: "start" });
       inspector.open(rid);
     },
-    onChange: () => inspector?.renderRows(),
+    onChange: () => inspector?.onNotesChanged(),
   });
   inspector = new Inspector(inspectorRoot, { api, runId, criteria: config.criteria, notes, canNote: config.can_note });
   if (config.can_share) new SharePanel(document.querySelector("[data-share-panel]"), { api, runId }).load();
