@@ -1,6 +1,6 @@
 """Who may do what. Every view, API endpoint and the websocket consumer ask here.
 
-Rules (the tests in tests/studio/test_permissions.py walk all of them):
+Rules (tests/studio/test_permission_matrix.py walks every endpoint and the websocket against them):
 - members of a team (owner, editor, viewer) see the team's datasets, rubrics,
   experiments and runs;
 - owners and editors also create, edit, launch, cancel and delete them;

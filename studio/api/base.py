@@ -25,6 +25,15 @@ class TeamScopedViewSet(viewsets.ModelViewSet):
             queryset = queryset.filter(team_id=int(team))
         return queryset.order_by("-pk")
 
+    def create(self, request, *args, **kwargs):
+        # The team is checked before the body: an outsider naming the team gets 404, as for
+        # everything of the team (TeamField alone answers 400 "does not exist"), and a viewer
+        # gets 403 whatever else is wrong with the body.
+        team_id = str(request.data.get("team", "")) if hasattr(request.data, "get") else ""
+        if team_id.isdigit():  # a missing or malformed team is the serializer's 400
+            require_team_role(request.user, int(team_id), perms.EDIT)
+        return super().create(request, *args, **kwargs)
+
     def perform_create(self, serializer) -> None:
         require_team_role(self.request.user, serializer.validated_data["team"], perms.EDIT)
         serializer.save(created_by=self.request.user)
@@ -36,8 +45,9 @@ class TeamScopedViewSet(viewsets.ModelViewSet):
             return Response({"detail": in_use_message(self.model, exc)}, status=status.HTTP_409_CONFLICT)
 
 
-def require_team_role(user, team: Team, need: str) -> None:
-    role = perms.role_in(user, team.pk)
+def require_team_role(user, team: Team | int, need: str) -> None:
+    """NotFound for outsiders (and teams that do not exist), PermissionDenied for too low a role."""
+    role = perms.role_in(user, team if isinstance(team, int) else team.pk)
     if role is None:
         raise NotFound("team not found")
     if not perms.role_allows(role, need):

@@ -32,8 +32,11 @@ class DatasetSerializer(serializers.ModelSerializer):
     def validate(self, attrs):
         if self.instance is None:
             attrs = self._place_file(attrs)
-        elif "path" in attrs or "file" in attrs or "team" in attrs:
+        # A PUT names the team (a required field): naming the same team again is no change.
+        elif "path" in attrs or "file" in attrs or attrs.get("team", self.instance.team) != self.instance.team:
             raise serializers.ValidationError({"path": "a dataset's file and team cannot change; create a new one"})
+        elif attrs.get("format") == "auto":  # a PUT's default: keep the format guessed from the same file
+            del attrs["format"]
         if not (attrs.get("prompt_field", getattr(self.instance, "prompt_field", "prompt"))
                 or attrs.get("messages_field", getattr(self.instance, "messages_field", ""))):  # fmt: skip
             raise serializers.ValidationError({"prompt_field": "set prompt_field or messages_field"})

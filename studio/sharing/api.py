@@ -16,7 +16,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
-from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.permissions import IsAuthenticated, IsAuthenticatedOrReadOnly
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -44,7 +44,9 @@ class NoteIn(serializers.Serializer):
 
 
 class RunNotesView(APIView):
-    permission_classes = [AllowAny]  # reads: readable_run decides; writes: check(..., EDIT)
+    # Reads: readable_run decides (members, or a share link). Writes: signed in (anonymous: 403,
+    # as everywhere in the API), then check(..., EDIT).
+    permission_classes = [IsAuthenticatedOrReadOnly]
 
     def get(self, request: Request, run_id: int) -> Response:
         run = readable_run(request, run_id)

@@ -55,7 +55,7 @@ class PermissionsTest(StudioTestCase):
                     self.assertEqual(self.client_for(user).patch(url, body, format="json").status_code, WRITE_OK[name])
 
     def test_only_owners_and_editors_create_in_a_team(self):
-        expected = {"alice": 201, "bob": 201, "carol": 403, "charlie": 400}  # charlie: the team "does not exist"
+        expected = {"alice": 201, "bob": 201, "carol": 403, "charlie": 404}  # charlie: outside the team, 404
         for name, user in self.people().items():
             with self.subTest(who=name):
                 body = {"team": self.team.pk, "name": f"r-{name}", "spec": RUBRIC}

@@ -1,0 +1,447 @@
+"""The permission matrix: every API endpoint and the run websocket, against every role.
+
+Who may do what (studio/accounts/permissions.py is the code; these tables are the policy):
+- members of a team (owner, editor, viewer) read the team's datasets, rubrics, experiments,
+  runs, rollouts, curves, notes and members: 200;
+- owners and editors also create, edit, delete, launch, clone, cancel, resume and evaluate,
+  add notes and make or revoke share links; a viewer who tries gets 403;
+- owners alone add, change and remove members (editors and viewers: 403);
+- a note is deleted by its author or a team owner (any other member: 403);
+- people outside the team (charlie owns another team) get 404 for everything of the team,
+  as if it did not exist: nothing tells them it does; lists show them their own teams' rows;
+- anonymous requests get 403: SessionAuthentication comes first, so DRF answers 403 rather
+  than 401 (no WWW-Authenticate challenge). The OpenAPI schema alone is public;
+- a guest (anonymous, holding a live share link: `?share=<token>`) reads the shared run's
+  curves, rollouts and notes, and changes nothing;
+- anyone signed in may create a team (and owns it), fetch their token and read the catalog
+  (presets, settings schema, criterion kinds); the worker fleet is shown to members of any team;
+- the websocket /ws/runs/<id>/ opens (hello, then events) for members of the run's team, by
+  session cookie or API token, and for a live share link; everyone else is closed with 4403,
+  the same for a run that does not exist. A page of another site is refused at the handshake.
+
+Each cell runs on its own objects where the action changes or deletes them (a fresh queued
+run per cancel, a fresh dataset per delete), so the cells do not depend on one another.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from itertools import count
+from typing import Any
+from unittest import mock
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from studio.accounts.models import EDITOR, OWNER, VIEWER, Team
+from studio.asgi import application
+from studio.experiments.models import Experiment
+from studio.rubrics.models import Rubric
+from studio.runs import events
+from studio.runs.models import Checkpoint, Rollout, Run
+from studio.sharing.models import Note, ShareLink
+from tests.studio.base import RUBRIC, StudioTestCase
+
+ROLES = ("owner", "editor", "viewer", "outsider", "anonymous")
+USERS = {"owner": "alice", "editor": "bob", "viewer": "carol", "outsider": "charlie"}  # see tests/studio/base.py
+
+OTHER_RUBRIC = {"criteria": [{"name": "has_four", "kind": "contains", "weight": 1.0, "params": {"keywords": ["4"]}}]}
+PAIRS = [{"prompt": "What is 2+2?", "completion": "4", "answer": "4"}]
+EXPERIMENT = {"team": "{team}", "name": "made", "dataset": "{dataset}", "rubric": "{rubric}",
+              "model_path": "/models/tiny", "config": {"optim": {"total_steps": 5}}}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Row:
+    """One endpoint and the status each role gets: `expect` is the policy, role -> status.
+
+    `{name}` in the url or body is filled per cell by StudioCells.cell_<name>: names starting
+    with `fresh_` (or naming one-off objects such as `queued_run`) make a new object each cell.
+    `guest` is the status of an anonymous request holding a live share link to {run}.
+    """
+
+    method: str
+    url: str
+    expect: dict[str, int]
+    body: Any = None
+    guest: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.url}"
+
+
+def row(method: str, url: str, owner: int, editor: int, viewer: int, outsider: int, anonymous: int, *,
+        body: Any = None, guest: int | None = None) -> Row:  # fmt: skip
+    expect = dict(zip(ROLES, (owner, editor, viewer, outsider, anonymous), strict=True))
+    return Row(method, url, expect, body, guest)
+
+
+# fmt: off
+API_POLICY = [
+    #   method    url                                              owner edit  view  outs  anon
+    # --- teams and members: owners manage members; teams are created, never renamed or deleted here
+    row("GET",    "/api/teams/",                                   200,  200,  200,  200,  403),
+    row("POST",   "/api/teams/",                                   201,  201,  201,  201,  403, body={"name": "{fresh_team_name}"}),
+    row("GET",    "/api/teams/{team}/",                            200,  200,  200,  404,  403),
+    row("PATCH",  "/api/teams/{team}/",                            405,  405,  405,  405,  403, body={"name": "x"}),
+    row("DELETE", "/api/teams/{team}/",                            405,  405,  405,  405,  403),
+    row("POST",   "/api/teams/{team}/members/",                    201,  403,  403,  404,  403,
+        body={"username": "{teamless_user}", "role": "viewer"}),            # add
+    row("POST",   "/api/teams/{team}/members/",                    201,  403,  403,  404,  403,
+        body={"username": "{viewer_to_promote}", "role": "editor"}),       # change a role
+    row("DELETE", "/api/teams/{team}/members/{member_to_remove}/", 204,  403,  403,  404,  403),
+    # --- tokens and the catalog: anyone signed in (a token needs the password, not a session)
+    row("POST",   "/api/token/",                                   200,  200,  200,  200,  400,
+        body={"username": "{me}", "password": "password"}),
+    row("GET",    "/api/presets/",                                 200,  200,  200,  200,  403),
+    row("GET",    "/api/spec-schema/",                             200,  200,  200,  200,  403),
+    row("GET",    "/api/criterion-kinds/",                         200,  200,  200,  200,  403),
+    row("GET",    "/api/schema/",                                  200,  200,  200,  200,  200),
+    row("GET",    "/api/fleet/",                                   200,  200,  200,  200,  403),
+    # --- datasets
+    row("GET",    "/api/datasets/",                                200,  200,  200,  200,  403),
+    row("POST",   "/api/datasets/",                                201,  201,  403,  404,  403,
+        body={"team": "{team}", "name": "again", "path": "{dataset_path}"}),
+    row("GET",    "/api/datasets/{dataset}/",                      200,  200,  200,  404,  403),
+    row("PUT",    "/api/datasets/{dataset}/",                      200,  200,  403,  404,  403,
+        body={"team": "{team}", "name": "renamed", "prompt_field": "prompt"}),
+    row("PATCH",  "/api/datasets/{dataset}/",                      200,  200,  403,  404,  403, body={"name": "renamed"}),
+    row("DELETE", "/api/datasets/{fresh_dataset}/",                204,  204,  403,  404,  403),
+    row("GET",    "/api/datasets/{dataset}/preview/",              200,  200,  200,  404,  403),
+    # --- rubrics: any member may try the saved rubric; an unsaved one may hold code, so editors only
+    row("GET",    "/api/rubrics/",                                 200,  200,  200,  200,  403),
+    row("POST",   "/api/rubrics/",                                 201,  201,  403,  404,  403,
+        body={"team": "{team}", "name": "made", "spec": RUBRIC}),
+    row("GET",    "/api/rubrics/{rubric}/",                        200,  200,  200,  404,  403),
+    row("PUT",    "/api/rubrics/{rubric}/",                        200,  200,  403,  404,  403,
+        body={"team": "{team}", "name": "renamed", "spec": RUBRIC}),
+    row("PATCH",  "/api/rubrics/{rubric}/",                        200,  200,  403,  404,  403, body={"name": "renamed"}),
+    row("DELETE", "/api/rubrics/{fresh_rubric}/",                  204,  204,  403,  404,  403),
+    row("POST",   "/api/rubrics/{rubric}/try/",                    200,  200,  200,  404,  403, body={"pairs": PAIRS}),
+    row("POST",   "/api/rubrics/{rubric}/try/",                    200,  200,  403,  404,  403,
+        body={"pairs": PAIRS, "spec": OTHER_RUBRIC}),                      # an unsaved rubric
+    # --- experiments
+    row("GET",    "/api/experiments/",                             200,  200,  200,  200,  403),
+    row("POST",   "/api/experiments/",                             201,  201,  403,  404,  403, body=EXPERIMENT),
+    row("GET",    "/api/experiments/{experiment}/",                200,  200,  200,  404,  403),
+    row("PUT",    "/api/experiments/{experiment}/",                200,  200,  403,  404,  403,
+        body={**EXPERIMENT, "name": "renamed"}),
+    row("PATCH",  "/api/experiments/{experiment}/",                200,  200,  403,  404,  403, body={"name": "renamed"}),
+    row("DELETE", "/api/experiments/{fresh_experiment}/",          204,  204,  403,  404,  403),
+    row("POST",   "/api/experiments/{experiment}/launch/",         201,  201,  403,  404,  403, body={}),
+    row("POST",   "/api/experiments/{experiment}/clone/",          201,  201,  403,  404,  403, body={"name": "copy"}),
+    # --- runs: made by launch, never created, edited or deleted directly
+    row("GET",    "/api/runs/",                                    200,  200,  200,  200,  403),
+    row("POST",   "/api/runs/",                                    405,  405,  405,  405,  403, body={}),
+    row("GET",    "/api/runs/{run}/",                              200,  200,  200,  404,  403, guest=403),
+    row("PATCH",  "/api/runs/{run}/",                              405,  405,  405,  405,  403, body={"name": "x"}),
+    row("DELETE", "/api/runs/{run}/",                              405,  405,  405,  405,  403),
+    row("POST",   "/api/runs/{queued_run}/cancel/",                200,  200,  403,  404,  403),
+    row("POST",   "/api/runs/{finished_run}/resume/",              201,  201,  403,  404,  403),
+    row("POST",   "/api/runs/{finished_run}/evaluate/",            201,  201,  403,  404,  403),
+    row("POST",   "/api/runs/{run}/clone/",                        201,  201,  403,  404,  403, guest=403, body={}),
+    row("GET",    "/api/runs/{run}/events/",                       200,  200,  200,  404,  403, guest=403),
+    row("GET",    "/api/runs/{run}/rollouts/",                     200,  200,  200,  404,  403, guest=200),
+    row("GET",    "/api/runs/{run}/rollouts/{rollout}/",           200,  200,  200,  404,  403, guest=200),
+    row("GET",    "/api/runs/{run}/metrics/",                      200,  200,  200,  404,  403, guest=200),
+    row("GET",    "/api/compare/?runs={run}",                      200,  200,  200,  404,  403, guest=403),
+    # --- notes: members read; owners and editors write; the author or an owner deletes
+    row("GET",    "/api/runs/{run}/notes/",                        200,  200,  200,  404,  403, guest=200),
+    row("POST",   "/api/runs/{run}/notes/",                        201,  201,  403,  404,  403, guest=403,
+        body={"text": "reward hacking?"}),
+    row("DELETE", "/api/notes/{bobs_note}/",                       204,  204,  403,  404,  403),
+    row("DELETE", "/api/notes/{alices_note}/",                     204,  403,  403,  404,  403),
+    # --- share links: owners and editors
+    row("GET",    "/api/runs/{run}/share-links/",                  200,  200,  403,  404,  403, guest=403),
+    row("POST",   "/api/runs/{run}/share-links/",                  201,  201,  403,  404,  403, guest=403,
+        body={"label": "for a reviewer"}),
+    row("POST",   "/api/share-links/{fresh_link}/revoke/",         200,  200,  403,  404,  403),
+]
+# fmt: on
+
+PLACEHOLDER = re.compile(r"\{(\w+)\}")
+SERIAL = count(1)  # unique names for one-off objects
+
+
+class StudioCells(StudioTestCase):
+    """The named objects a row's `{name}` stands for, made on demand for one cell."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.run = self.make_run(state="running")
+        self.rollout = Rollout.objects.create(run=self.run, step=1, prompt_id="p0", sample_index=0, prompt="2+2?",
+                                              completion="4", preview="4", reward=1.0)  # fmt: skip
+        self.guest_link = ShareLink.objects.create(run=self.run, created_by=self.alice)
+
+    def person(self, role: str):
+        return getattr(self, USERS[role]) if role in USERS else None
+
+    def fill(self, row: Row, role: str) -> tuple[str, Any]:
+        """The row's url and body with each `{name}` made for this cell (each name once)."""
+        made: dict[str, Any] = {}
+
+        def value(name: str) -> Any:
+            if name not in made:
+                made[name] = getattr(self, f"cell_{name}")(role)
+            return made[name]
+
+        def fill_in(template: Any) -> Any:
+            if isinstance(template, dict):
+                return {k: fill_in(v) for k, v in template.items()}
+            if isinstance(template, list):
+                return [fill_in(v) for v in template]
+            if isinstance(template, str):
+                whole = PLACEHOLDER.fullmatch(template)
+                if whole:  # "{team}" stays an int in a JSON body
+                    return value(whole.group(1))
+                return PLACEHOLDER.sub(lambda m: str(value(m.group(1))), template)
+            return template
+
+        return fill_in(row.url), fill_in(row.body)
+
+    def request(self, client: APIClient, method: str, url: str, body: Any):
+        if body is None:
+            return client.generic(method, url)
+        return getattr(client, method.lower())(url, body, format="json")
+
+    # Shared objects: reads, and changes that leave them usable by the next cell.
+    def cell_team(self, role):
+        return self.team.pk
+
+    def cell_dataset(self, role):
+        return self.dataset.pk
+
+    def cell_dataset_path(self, role):
+        return self.dataset.path
+
+    def cell_rubric(self, role):
+        return self.rubric.pk
+
+    def cell_experiment(self, role):
+        return self.experiment.pk
+
+    def cell_run(self, role):
+        return self.run.pk
+
+    def cell_rollout(self, role):
+        return self.rollout.pk
+
+    def cell_fresh_team_name(self, role):
+        return f"team {next(SERIAL)}"  # team names are unique
+
+    def cell_me(self, role):
+        return USERS.get(role, "")
+
+    # One-off objects: a new one for every cell, because the action changes or deletes it.
+    def cell_fresh_dataset(self, role):
+        return self.make_dataset(name=f"fresh-{next(SERIAL)}.jsonl").pk
+
+    def cell_fresh_rubric(self, role):
+        return Rubric.objects.create(team=self.team, name=f"fresh {role}", spec=RUBRIC).pk
+
+    def cell_fresh_experiment(self, role):
+        return Experiment.objects.create(team=self.team, name=f"fresh {role}", dataset=self.dataset, rubric=self.rubric,
+                                         model_path="/models/tiny", config={}).pk  # fmt: skip
+
+    def cell_queued_run(self, role):
+        return self.make_run(state="queued").pk
+
+    def cell_finished_run(self, role):
+        run = self.make_run(state="succeeded")
+        Checkpoint.objects.create(run=run, step=5, path=str(self.data_dir / "runs" / str(run.pk) / "step-5"))
+        return run.pk
+
+    def cell_fresh_link(self, role):
+        return ShareLink.objects.create(run=self.run, label=f"for {role}", created_by=self.bob).pk
+
+    def cell_bobs_note(self, role):
+        return Note.objects.create(run=self.run, author=self.bob, text=f"bob's note ({role})").pk
+
+    def cell_alices_note(self, role):
+        return Note.objects.create(run=self.run, author=self.alice, text=f"alice's note ({role})").pk
+
+    def _new_user(self, role):
+        return get_user_model().objects.create_user(f"dave-{next(SERIAL)}", password="password")
+
+    def cell_teamless_user(self, role):
+        return self._new_user(role).username
+
+    def cell_viewer_to_promote(self, role):
+        user = self._new_user(role)
+        self.team.add_member(user, VIEWER)
+        return user.username
+
+    def cell_member_to_remove(self, role):
+        user = self._new_user(role)
+        self.team.add_member(user, VIEWER)
+        return user.pk
+
+
+# What "try" answers when scoring is allowed: scoring itself needs a worker (test_end_to_end.py has one).
+SCORED = {"results": []}
+
+
+class PermissionMatrixTest(StudioCells):
+    def check_row(self, row: Row, role: str, client: APIClient) -> None:
+        url, body = self.fill(row, role)
+        with mock.patch("studio.api.rubrics.try_rubric", return_value=SCORED) as scored:
+            response = self.request(client, row.method, url, body)
+        self.assertEqual(response.status_code, row.expect[role], response.content[:500])
+        if "/try/" in url and response.status_code != 200:
+            scored.assert_not_called()  # refused before anything reaches a worker
+
+    def test_every_role_gets_the_status_the_policy_gives_it(self):
+        for row in API_POLICY:
+            for role in ROLES:
+                with self.subTest(endpoint=str(row), role=role):
+                    client = APIClient()
+                    if self.person(role) is not None:
+                        client.force_authenticate(self.person(role))
+                    self.check_row(row, role, client)
+
+    def test_an_api_token_gets_the_same_answers_as_a_session(self):
+        for row in API_POLICY:
+            for role in USERS:
+                with self.subTest(endpoint=str(row), role=role):
+                    client = APIClient()
+                    token = Token.objects.get_or_create(user=self.person(role))[0]
+                    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+                    self.check_row(row, role, client)
+
+    def test_a_live_share_link_opens_the_shared_runs_reads_and_nothing_else(self):
+        for row in (r for r in API_POLICY if r.guest is not None):
+            with self.subTest(endpoint=str(row)):
+                url, body = self.fill(row, "anonymous")
+                url += ("&" if "?" in url else "?") + f"share={self.guest_link.token}"
+                response = self.request(APIClient(), row.method, url, body)
+                self.assertEqual(response.status_code, row.guest, response.content[:500])
+
+    def test_a_revoked_share_link_opens_nothing(self):
+        self.guest_link.revoke()
+        for row in (r for r in API_POLICY if r.guest == 200):
+            with self.subTest(endpoint=str(row)):
+                url, _ = self.fill(row, "anonymous")
+                response = APIClient().get(f"{url}?share={self.guest_link.token}")
+                self.assertEqual(response.status_code, 404)
+
+    def test_the_fleet_is_shown_to_members_of_any_team_only(self):
+        loner = get_user_model().objects.create_user("loner", password="password")  # signed in, in no team
+        self.assertEqual(self.client_for(loner).get("/api/fleet/").status_code, 403)
+
+    def test_the_matrix_walks_every_operation_of_the_api(self):
+        """A new endpoint or method must get a row here: the OpenAPI schema lists every operation."""
+        paths = self.client_for(self.alice).get("/api/schema/?format=json").json()["paths"]
+        operations = {(re.sub(r"\{\w+\}", "{}", path), method.upper()) for path, ops in paths.items() for method in ops}
+        walked = {(re.sub(r"\{\w+\}", "{}", row.url.split("?")[0]), row.method) for row in API_POLICY}
+        self.assertGreater(len(operations), 40)
+        self.assertEqual(operations - walked, set())
+
+
+# --- the websocket ---------------------------------------------------------------------
+
+OPEN, DENIED, REFUSED = "hello", 4403, "refused at the handshake"
+
+
+@dataclass(frozen=True)
+class Socket:
+    """How a client comes to /ws/runs/<id>/: who (a role, or None), by what, to which run."""
+
+    who: str | None = None
+    via: str = "session"  # session cookie | token in the query | token in the Authorization header
+    share: str | None = None  # "live" | "revoked" | "other run": a share link in ?share=
+    run: str = "shared"  # "shared" | "missing" (a run id that does not exist)
+    origin: bytes = b"http://localhost"
+
+
+WS_POLICY = {
+    "owner (session)":                           (Socket("owner"), OPEN),
+    "editor (session)":                          (Socket("editor"), OPEN),
+    "viewer (session)":                          (Socket("viewer"), OPEN),
+    "outsider (session)":                        (Socket("outsider"), DENIED),
+    "anonymous":                                 (Socket(), DENIED),
+    "owner (token in the query)":                (Socket("owner", via="token"), OPEN),
+    "viewer (token in the header)":              (Socket("viewer", via="header"), OPEN),
+    "outsider (token)":                          (Socket("outsider", via="token"), DENIED),
+    "unknown token":                             (Socket(via="bad token"), DENIED),
+    "share link (anonymous)":                    (Socket(share="live"), OPEN),
+    "share link held by an outsider":            (Socket("outsider", share="live"), OPEN),
+    "revoked share link":                        (Socket(share="revoked"), DENIED),
+    "share link to another run":                 (Socket(share="other run"), DENIED),
+    "owner, a run that does not exist":          (Socket("owner", run="missing"), DENIED),
+    "owner (session) from another site's page":  (Socket("owner", origin=b"https://evil.example"), REFUSED),
+}  # fmt: skip
+
+
+@database_sync_to_async
+def socket_world() -> dict[str, Any]:
+    """alice owns the run's team, bob edits, carol views; charlie owns a team of his own."""
+    users = get_user_model().objects
+    people = {role: users.create_user(name, password="password") for role, name in USERS.items()}
+    team, other = Team.objects.create(name="Alice's team"), Team.objects.create(name="Charlie's team")
+    team.add_member(people["owner"], OWNER)
+    team.add_member(people["editor"], EDITOR)
+    team.add_member(people["viewer"], VIEWER)
+    other.add_member(people["outsider"], OWNER)
+    run = Run.objects.create(team=team, name="shared", spec={}, state="running")
+    other_run = Run.objects.create(team=team, name="not shared", spec={}, state="running")
+    events.record(run.pk, [("metrics", 1, {"values": {"reward/mean": 0.5}})])
+    revoked = ShareLink.objects.create(run=run, created_by=people["owner"])
+    revoked.revoke()
+    links = {"live": ShareLink.objects.create(run=run, created_by=people["owner"]).token, "revoked": revoked.token,
+             "other run": ShareLink.objects.create(run=other_run, created_by=people["owner"]).token}  # fmt: skip
+    return {"people": people, "run": run, "links": links}
+
+
+@database_sync_to_async
+def session_cookie(user) -> bytes:
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+async def open_socket(how: Socket, world: dict[str, Any]) -> WebsocketCommunicator:
+    run_id = world["run"].pk + (1000 if how.run == "missing" else 0)
+    query, headers = [], [(b"origin", how.origin)]
+    user = world["people"].get(how.who)
+    if user is not None and how.via == "session":
+        headers.append((b"cookie", await session_cookie(user)))
+    elif user is not None:
+        key = (await database_sync_to_async(Token.objects.get_or_create)(user=user))[0].key
+        if how.via == "header":
+            headers.append((b"authorization", f"Token {key}".encode()))
+        else:
+            query.append(f"token={key}")
+    elif how.via == "bad token":
+        query.append("token=not-a-token")
+    if how.share:
+        query.append(f"share={world['links'][how.share]}")
+    path = f"/ws/runs/{run_id}/" + (f"?{'&'.join(query)}" if query else "")
+    return WebsocketCommunicator(application, path, headers=headers)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", list(WS_POLICY))
+async def test_the_run_socket_opens_only_for_those_the_policy_lets_in(case):
+    how, expected = WS_POLICY[case]
+    world = await socket_world()
+    socket = await open_socket(how, world)
+    connected, _ = await socket.connect(timeout=5)
+    if expected == REFUSED:
+        assert not connected
+        return
+    assert connected
+    if expected == OPEN:
+        hello = await socket.receive_json_from(timeout=5)
+        assert (hello["kind"], hello["run"]["id"]) == ("hello", world["run"].pk)
+        assert (await socket.receive_json_from(timeout=5))["seq"] == 1  # then the stored events
+        await socket.disconnect()
+    else:
+        assert await socket.receive_output(timeout=5) == {"type": "websocket.close", "code": expected}
