@@ -68,13 +68,14 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if isinstance(content, dict) and content.get("kind") == "ping":
             await self.send_json({"kind": "pong", "cursor": self.cursor})
 
-    async def run_event(self, message: dict[str, Any]) -> None:
-        event = message["event"]
-        if event["seq"] <= self.cursor:
-            return
-        if event["seq"] > self.cursor + 1:
-            await self._replay(upto=event["seq"] - 1)
-        await self._send_event(event)
+    async def run_events(self, message: dict[str, Any]) -> None:
+        """Events of one flush, in seq order."""
+        for event in message["events"]:
+            if event["seq"] <= self.cursor:
+                continue
+            if event["seq"] > self.cursor + 1:
+                await self._replay(upto=event["seq"] - 1)
+            await self._send_event(event)
 
     async def run_access_revoked(self, message: dict[str, Any]) -> None:
         """A share link was revoked: close the sockets that came in through it."""

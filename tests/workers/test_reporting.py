@@ -64,9 +64,10 @@ class ReporterTest(StudioTestCase):
         with self.captureOnCommitCallbacks(execute=True):
             reporter.flush()
         message = async_to_sync(layer.receive)(channel)
-        self.assertEqual(message["type"], "run.event")
-        self.assertEqual(message["event"]["data"], {"line": "hello"})
-        self.assertEqual(message["event"]["seq"], 1)
+        self.assertEqual(message["type"], "run.events")
+        [event] = message["events"]
+        self.assertEqual(event["data"], {"line": "hello"})
+        self.assertEqual(event["seq"], 1)
 
     def test_the_cancel_check_sees_a_cancel_request(self):
         run = self.make_run("running")
