@@ -242,11 +242,31 @@ def test(args: argparse.Namespace) -> int:
             env["REDIS_URL"] = os.environ.get("STUDIO_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
             env.setdefault("STUDIO_TEST_DB_NAME", f"test_studio_{os.getpid()}")
             print("\n=== again at team scale: PostgreSQL + Redis ===", flush=True)
-            team_code = _pytest(["tests/studio", "tests/workers", *args.pytest_args], env)
+            team_args = _team_scale_args(args.pytest_args)
+            team_code = _pytest(team_args, env) if team_args else 0
             code = code or team_code
         return code
     finally:
         children.stop_all()
+
+
+TEAM_SCALE_TESTS = ("tests/studio", "tests/workers")  # what depends on the database and the broker
+
+
+def _team_scale_args(pytest_args: list[str]) -> list[str]:
+    """The second pass's pytest arguments: the given test paths that lie under TEAM_SCALE_TESTS
+    (all of them when no path is given), with every other argument as given; [] when the paths
+    given hold none of them (nothing to run again)."""
+
+    def is_path(arg: str) -> bool:
+        return not arg.startswith("-") and (ROOT / arg.split("::")[0]).exists()
+
+    paths = [a for a in pytest_args if is_path(a)]
+    options = [a for a in pytest_args if not is_path(a)]
+    if not paths:
+        return [*TEAM_SCALE_TESTS, *options]
+    kept = [p for p in paths if p.startswith(TEAM_SCALE_TESTS)]
+    return [*kept, *options] if kept else []
 
 
 def _pytest(extra: list[str], env: dict[str, str]) -> int:
