@@ -222,12 +222,14 @@ class _Child:
 
 @dataclass
 class CallResult:
-    """One call into a worker: `value` when ok, else `error`; `crashed` when the worker process is gone."""
+    """One call into a worker: `value` when ok, else `error`; `crashed` when the worker process is
+    gone, `timed_out` when it was killed for taking too long."""
 
     ok: bool
     value: Any = None
     error: str = ""
     crashed: bool = False
+    timed_out: bool = False
 
 
 class Worker:
@@ -281,7 +283,7 @@ class Worker:
             reply = self._child.receive(time.monotonic() + self.limits.timeout_s)
         except TimeoutError:
             self._child.kill()
-            return CallResult(False, error=f"timed out after {self.limits.timeout_s:g} s", crashed=True)
+            return CallResult(False, error=f"timed out after {self.limits.timeout_s:g} s", crashed=True, timed_out=True)
         if reply is None:
             return CallResult(False, error=self._child.exit_description(), crashed=True)
         if reply.get("ok"):
@@ -295,18 +297,31 @@ class Worker:
 class WorkerPool:
     """One worker serving a batch of calls: started on the first call, replaced after a call
     that hung or killed it. If the worker cannot start (user code that does not load), every
-    later call raises that same `SandboxError` rather than trying again."""
+    later call raises that same `SandboxError` rather than trying again. With
+    `give_up_after_timeouts=N`, once N calls in a row have timed out the rest of the batch is
+    not run either (`SandboxError` saying so): user code that hangs on every sample would
+    otherwise cost the batch's size times the time limit, every training step."""
 
-    def __init__(self, limits: Limits, total_calls: int, **start_kwargs: Any) -> None:
+    def __init__(
+        self, limits: Limits, total_calls: int, *, give_up_after_timeouts: int | None = None, **start_kwargs: Any
+    ) -> None:
         self.limits = limits
+        self.give_up_after_timeouts = give_up_after_timeouts
         self.remaining = total_calls  # sizes the CPU-time limit of a fresh worker
         self.start_kwargs = start_kwargs
         self._worker: Worker | None = None
         self._start_error: SandboxError | None = None
+        self._timeouts_in_a_row = 0
 
     def call(self, *args: Any, **kwargs: Any) -> CallResult:
         if self._start_error is not None:
             raise self._start_error
+        if self.give_up_after_timeouts is not None and self._timeouts_in_a_row >= self.give_up_after_timeouts:
+            self.remaining -= 1
+            raise SandboxError(
+                f"not run: the code timed out on {self._timeouts_in_a_row} calls in a row in this batch "
+                f"({self.limits.timeout_s:g} s each)"
+            )
         if self._worker is None:
             try:
                 self._worker = Worker.start(self.limits, calls=max(1, self.remaining), **self.start_kwargs)
@@ -315,6 +330,7 @@ class WorkerPool:
                 raise
         self.remaining -= 1
         outcome = self._worker.call(*args, **kwargs)
+        self._timeouts_in_a_row = self._timeouts_in_a_row + 1 if outcome.timed_out else 0
         if outcome.crashed:  # the process is gone or was killed: a fresh one takes the next call
             self._worker.close()
             self._worker = None

@@ -199,3 +199,23 @@ def test_fields_and_chat_prompts_reach_the_function():
     s = sample("c", prompt=[{"role": "user", "content": "hi"}], answer="a", topic="t")
     [result] = rubric(code).score([s])
     assert result.scores["user"].explanation == "hi|a|t"
+
+
+def test_code_that_hangs_again_and_again_is_given_up_on_for_the_rest_of_the_batch():
+    hangs = "def score(prompt, completion, **fields):\n    while True:\n        pass\n"
+    started = time.monotonic()
+    results = rubric(hangs, timeout_s=1.0).score([sample(str(i)) for i in range(8)])
+    seconds = time.monotonic() - started
+    errors = [r.scores["user"].error for r in results]
+    assert all(e.startswith("timed out after 1 s") for e in errors[:3]), errors
+    assert all(e.startswith("not run: the code timed out on 3 calls in a row") for e in errors[3:]), errors
+    assert seconds < 3 * (1.0 + 2.0) + 3  # three timeouts (with start-up), not eight
+
+
+def test_timeouts_between_answers_do_not_count_towards_giving_up():
+    code = "def score(prompt, completion, **fields):\n    while completion == 'hang':\n        pass\n    return 1.0\n"
+    completions = ["hang", "ok", "hang", "ok", "hang", "ok", "hang"]
+    results = rubric(code, timeout_s=1.0).score([sample(c) for c in completions])
+    errors = [r.scores["user"].error for r in results]
+    assert [e is None for e in errors] == [c == "ok" for c in completions], errors
+    assert all(e.startswith("timed out") for e in errors if e), errors

@@ -48,7 +48,9 @@ class Python(Criterion):
 
     def score_batch(self, samples: list[Sample]) -> list[CriterionScore]:
         results: list[CriterionScore] = []
-        with WorkerPool(self.limits, len(samples), source=self.params.code) as pool:
+        # Code that hangs on sample after sample is given up on for the rest of the batch: a
+        # step must not wait batch size x timeout_s on one broken criterion.
+        with WorkerPool(self.limits, len(samples), give_up_after_timeouts=3, source=self.params.code) as pool:
             for sample in samples:
                 try:
                     outcome = pool.call(**call_kwargs(sample))
