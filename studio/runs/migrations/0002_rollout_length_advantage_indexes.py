@@ -3,6 +3,19 @@
 from django.db import migrations, models
 
 
+def refresh_sqlite_statistics(apps, schema_editor) -> None:
+    """On a SQLite database that has statistics (someone ran ANALYZE), give the new indexes theirs
+    too: with stats for the old indexes and none for these, the planner takes a new index for
+    every `run_id = ?` query and sorts the whole run (1.5 s instead of 2 ms at 1M rollouts)."""
+    connection = schema_editor.connection
+    if connection.vendor != "sqlite":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat1'")
+        if cursor.fetchone():
+            cursor.execute("ANALYZE runs_rollout")
+
+
 class Migration(migrations.Migration):
     dependencies = [
         ("runs", "0001_initial"),
@@ -17,4 +30,5 @@ class Migration(migrations.Migration):
             model_name="rollout",
             index=models.Index(fields=["run", "advantage", "id"], name="runs_rollou_run_id_b44f5f_idx"),
         ),
+        migrations.RunPython(refresh_sqlite_statistics, migrations.RunPython.noop),
     ]
