@@ -33,6 +33,7 @@ from trainers.algorithms.filters import groups_with_reward_spread, overlong_loss
 from trainers.algorithms.kl import kl_penalty
 from trainers.algorithms.masked import masked_mean
 from trainers.algorithms.policy_losses import POLICY_LOSSES
+from trainers.algorithms.token_rewards import token_level_rewards
 from trainers.data import Prompt, PromptSource, load_prompts
 from trainers.distributed import (
     NullReporter,
@@ -383,11 +384,10 @@ class Trainer:
                 metrics["rollout/tis_clip_frac"] = tis_clip_frac(old_logp, engine_logp, mask, algo.tis_cap)
 
         # 6. token rewards: the outcome on the last valid token, minus beta * KL per token if in the reward.
-        token_rewards = torch.zeros_like(mask)  # (B, T)
-        last = (mask.sum(-1).long() - 1).clamp(min=0)  # (B,)
-        token_rewards[torch.arange(len(gens), device=self.device), last] = rewards
+        kl_reward = None
         if algo.kl_in_reward and ref_logp is not None:
-            token_rewards = token_rewards - algo.kl_beta * kl_penalty(old_logp, ref_logp, algo.kl_estimator) * mask
+            kl_reward = kl_penalty(old_logp, ref_logp, algo.kl_estimator)  # (B, T)
+        token_rewards = token_level_rewards(rewards, mask, kl_reward, algo.kl_beta)  # (B, T)
 
         # 7. advantages
         advantages, _returns = self.advantage_fn(token_rewards, mask, group_index, eps=algo.adv_eps, gamma=algo.gamma)
