@@ -34,13 +34,15 @@ def studio(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def files(studio):
-    """A new user's account (made by an admin), a tiny local model and a JSONL dataset on disk."""
+def files(studio, tmp_path_factory):
+    """A new user's account (made by an admin), a tiny local model and a JSONL dataset on disk,
+    outside the studio's data folder (which runs may not read from, but for their own outputs)."""
     subprocess.run([sys.executable, "manage.py", "shell", "-c", CREATE_USER], cwd=ROOT, env=studio.env, check=True)
-    model = studio.folder / "tiny-model"
+    home = tmp_path_factory.mktemp("user-files")
+    model = home / "tiny-model"
     build = "import sys; from trainers.tiny import build_tiny_model; build_tiny_model(sys.argv[1])"
     subprocess.run([sys.executable, "-c", build, str(model)], cwd=ROOT, env=studio.env, check=True)
-    data = studio.folder / "letters.jsonl"
+    data = home / "letters.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"Repeat the letter: {c}", "answer": c}) + "\n" for c in "abcd"))
     return {"model": model, "data": data}
 
