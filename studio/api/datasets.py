@@ -7,7 +7,8 @@ from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
-from studio.api.base import TeamField, TeamScopedViewSet
+from studio.accounts import permissions as perms
+from studio.api.base import TeamField, TeamScopedViewSet, require_team_role
 from studio.datasets import storage
 from studio.datasets.files import PREVIEW_ROWS, DatasetFileError, inspect_dataset
 from studio.datasets.models import FORMATS, Dataset
@@ -31,6 +32,8 @@ class DatasetSerializer(serializers.ModelSerializer):
 
     def validate(self, attrs):
         if self.instance is None:
+            # Refuse before the upload is written anywhere: a viewer's or an outsider's file never lands.
+            require_team_role(self.context["request"].user, attrs["team"], perms.EDIT)
             attrs = self._place_file(attrs)
         # A PUT names the team (a required field): naming the same team again is no change.
         elif "path" in attrs or "file" in attrs or attrs.get("team", self.instance.team) != self.instance.team:
@@ -52,6 +55,7 @@ class DatasetSerializer(serializers.ModelSerializer):
         upload, raw_path = attrs.pop("file", None), attrs.get("path")
         if bool(upload) == bool(raw_path):
             raise serializers.ValidationError({"file": "give either a file to upload or a server-side path"})
+        path = None
         try:
             if upload:
                 path = storage.save_upload(upload)
@@ -61,6 +65,8 @@ class DatasetSerializer(serializers.ModelSerializer):
                 attrs["source"] = "hf_folder" if path.is_dir() else "server_file"
             attrs["format"] = storage.guess_format(path, attrs.get("format"))
         except DatasetFileError as exc:
+            if upload and path is not None:
+                storage.discard_upload(path)  # e.g. an extension no reader knows
             raise serializers.ValidationError({"path": str(exc)}) from None
         attrs["path"] = str(path)
         return attrs
@@ -72,6 +78,8 @@ class DatasetSerializer(serializers.ModelSerializer):
         try:
             storage.refresh(dataset)
         except DatasetFileError as exc:
+            if dataset.pk is None and dataset.source == "upload":
+                storage.discard_upload(dataset.path)  # a file that cannot be read is not kept
             raise serializers.ValidationError({"path": str(exc)}) from None
         dataset.save()
         self.instance = dataset
@@ -84,6 +92,12 @@ class DatasetViewSet(TeamScopedViewSet):
     model = Dataset
     serializer_class = DatasetSerializer
     parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    def perform_destroy(self, instance: Dataset) -> None:
+        path, uploaded = instance.path, instance.source == "upload"
+        instance.delete()  # ProtectedError (in use) leaves the file too
+        if uploaded:
+            storage.discard_upload(path)
 
     @action(detail=True, methods=["get"])
     def preview(self, request, pk=None):

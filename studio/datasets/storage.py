@@ -18,7 +18,7 @@ DEMO_FOLDER = "demo"  # under DATA_DIR; see studio.bootstrap.make_demo
 def save_upload(upload: UploadedFile) -> Path:
     """Move (large) or copy in chunks (small) the upload to the data dir; never read whole into memory."""
     name = Path(upload.name or "data").name
-    dest = Path(settings.DATA_DIR) / "datasets" / uuid.uuid4().hex / name
+    dest = uploads_dir() / uuid.uuid4().hex / name
     dest.parent.mkdir(parents=True, exist_ok=True)
     temp = getattr(upload, "temporary_file_path", None)
     if temp:
@@ -28,6 +28,17 @@ def save_upload(upload: UploadedFile) -> Path:
             for chunk in upload.chunks():
                 out.write(chunk)
     return dest
+
+
+def uploads_dir() -> Path:
+    return Path(settings.DATA_DIR).resolve() / "datasets"
+
+
+def discard_upload(path: str | Path) -> None:
+    """Delete an uploaded file's own folder (DATA_DIR/datasets/<uuid>/); anything else is left alone."""
+    folder = Path(path).resolve().parent
+    if folder.parent == uploads_dir():
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def demo_dir() -> Path:

@@ -12,9 +12,12 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from rest_framework.authtoken.models import Token
+from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import PermissionDenied as DRFPermissionDenied
 
 from studio.accounts import permissions as perms
 from studio.accounts.models import LAST_OWNER, OWNER, ROLES, VIEWER, Team
@@ -108,9 +111,13 @@ def datasets(request: HttpRequest) -> HttpResponse:
         if "file" in request.FILES:
             data["file"] = request.FILES["file"]
         serializer = DatasetSerializer(data=data, context=_ctx(request))
-        if serializer.is_valid():
-            team = serializer.validated_data["team"]
-            perms.check(request.user, team, perms.EDIT)
+        try:
+            valid = serializer.is_valid()  # checks the role before an upload is written
+        except DRFPermissionDenied as exc:
+            raise PermissionDenied(str(exc.detail)) from None
+        except NotFound:
+            raise Http404("team not found") from None
+        if valid:
             dataset = serializer.save(created_by=request.user)
             return redirect("dataset", dataset.pk)
         errors = _flat_errors(serializer.errors)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -186,3 +187,41 @@ class DatasetsTest(StudioTestCase):
         self.assertTrue(Dataset.objects.filter(pk=self.dataset.pk).exists())
         unused = self.make_dataset(name="unused.jsonl")
         self.assertEqual(self.client_for(self.bob).delete(f"/api/datasets/{unused.pk}/").status_code, 204)
+
+
+class UploadedFilesTest(StudioTestCase):
+    """An upload's file lives exactly as long as its dataset: never written for someone who may
+    not create one, removed when it cannot be read, and when its dataset is deleted."""
+
+    def post(self, user, name: str, content: bytes):
+        file = io.BytesIO(content)
+        file.name = name
+        body = {"team": self.team.pk, "name": name, "file": file}
+        return self.client_for(user).post("/api/datasets/", body, format="multipart")
+
+    def uploaded_files(self) -> list:
+        folder = self.data_dir / "datasets"
+        return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
+
+    def test_a_viewers_or_an_outsiders_upload_is_refused_before_it_is_written(self):
+        self.assertEqual(self.post(self.carol, "qa.jsonl", b'{"prompt": "a"}\n').status_code, 403)
+        self.assertEqual(self.post(self.charlie, "qa.jsonl", b'{"prompt": "a"}\n').status_code, 404)
+        self.assertEqual(self.uploaded_files(), [])
+
+    def test_an_upload_that_cannot_be_read_is_not_kept(self):
+        self.assertEqual(self.post(self.bob, "notes.docx", b"binary").status_code, 400)  # no reader for it
+        self.assertEqual(self.post(self.bob, "qa.parquet", b"not parquet at all").status_code, 400)
+        self.assertEqual(self.uploaded_files(), [])
+
+    def test_deleting_an_uploaded_dataset_deletes_its_file_and_nothing_else(self):
+        response = self.post(self.bob, "qa.jsonl", b'{"prompt": "a", "answer": "1"}\n')
+        self.assertEqual(response.status_code, 201, response.content)
+        [file] = self.uploaded_files()
+        self.assertEqual(self.client_for(self.bob).delete(f"/api/datasets/{response.json()['id']}/").status_code, 204)
+        self.assertEqual(self.uploaded_files(), [])
+        self.assertFalse(file.parent.exists())
+        # A registered server file is the owner's, not the studio's: deleting the dataset keeps it.
+        server_file = self.dataset.path
+        self.experiment.delete()
+        self.assertEqual(self.client_for(self.bob).delete(f"/api/datasets/{self.dataset.pk}/").status_code, 204)
+        self.assertTrue(Path(server_file).exists())
