@@ -262,6 +262,8 @@ class RunSpec(Section):
         a = self.algorithm
         if a.overlong_penalty and a.overlong_buffer >= self.rollout.max_new_tokens:
             raise ValueError("algorithm.overlong_buffer must be smaller than rollout.max_new_tokens")
+        if a.dual_clip_c is not None and a.policy_loss != "ppo_clip":
+            raise ValueError(f"algorithm.dual_clip_c applies to policy_loss 'ppo_clip' only, not {a.policy_loss!r}")
         if a.advantage_estimator in GROUP_ESTIMATORS and a.group_size < 2:
             raise ValueError(f"algorithm.group_size must be >= 2 for {a.advantage_estimator}")
         if self.rollout.engine == "transformers" and self.rollout.vllm_server_url:

@@ -68,6 +68,11 @@ def test_it_refuses_an_overlong_buffer_longer_than_the_completion():
     assert "overlong_buffer" in errs["__all__"]
 
 
+def test_it_refuses_a_dual_clip_the_policy_loss_would_ignore():
+    errs = errors_of({**BASE, "algorithm": {"policy_loss": "gspo", "dual_clip_c": 3.0}})
+    assert "dual_clip_c applies to policy_loss 'ppo_clip' only" in errs["__all__"]
+
+
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_every_preset_is_a_valid_spec(name):
     spec = RunSpec.model_validate(apply_preset(BASE, name))
