@@ -9,6 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from studio.runs import rollout_query
 from studio.runs.models import Rollout
 from tests.studio.curves.conftest import run  # noqa: F401
+from tests.studio.runs.pages import url, walk
 
 # Awkward floats on purpose: the cursor carries the last value as JSON, and 0.1 + 0.2 or 1/3
 # must come back bit for bit or a page boundary inside a tie repeats or skips rows.
@@ -24,21 +25,6 @@ def rows(run):  # noqa: F811
                 finish_reason="length" if i % 5 == 0 else "stop")
         for i in range(61)
     )  # fmt: skip
-
-
-def url(run, **params):  # noqa: F811
-    return f"/api/runs/{run.pk}/rollouts/?" + "&".join(f"{k}={v}" for k, v in params.items())
-
-
-def walk(api, run, cursor=None, **params):  # noqa: F811
-    """Every id the pages return (from `cursor` on), following next_cursor."""
-    ids = []
-    while True:
-        body = api.get(url(run, **params, **({"cursor": cursor} if cursor else {}))).json()
-        ids += [r["id"] for r in body["results"]]
-        cursor = body["next_cursor"]
-        if not cursor:
-            return ids
 
 
 @pytest.mark.parametrize("field", ["num_tokens", "advantage"])

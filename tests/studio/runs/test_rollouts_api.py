@@ -7,6 +7,7 @@ import pytest
 from studio.runs.models import Rollout, RolloutScore
 from studio.sharing.models import ShareLink
 from tests.studio.curves.conftest import run  # noqa: F401
+from tests.studio.runs.pages import url, walk
 
 
 def make(run, step, sample, reward, finish="stop", text="the answer is 4", correct=None, prompt_id=None):  # noqa: F811
@@ -30,21 +31,6 @@ def make(run, step, sample, reward, finish="stop", text="the answer is 4", corre
 @pytest.fixture
 def rows(run):  # noqa: F811
     return [make(run, step, sample, reward=float((step + sample) % 3)) for step in range(10) for sample in range(4)]
-
-
-def url(run, **params):  # noqa: F811
-    return f"/api/runs/{run.pk}/rollouts/?" + "&".join(f"{k}={v}" for k, v in params.items())
-
-
-def walk(api, run, **params):  # noqa: F811
-    """Every id the pages return, following next_cursor."""
-    ids, cursor = [], None
-    while True:
-        body = api.get(url(run, **params, **({"cursor": cursor} if cursor else {}))).json()
-        ids += [r["id"] for r in body["results"]]
-        cursor = body["next_cursor"]
-        if not cursor:
-            return ids
 
 
 def test_pages_walk_every_rollout_newest_first_without_repeats(api, alice, run, rows):  # noqa: F811
