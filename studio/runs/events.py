@@ -48,17 +48,28 @@ def append(run_id: int, items: list[EventItem], **run_fields: Any) -> list[dict[
     return [event.to_message() for event in events]
 
 
+def send_to_group(group: str, message: dict[str, Any]) -> None:
+    """Send one channel-layer message to a group (nothing without a channel layer)."""
+    layer = get_channel_layer()
+    if layer is not None:
+        async_to_sync(layer.group_send)(group, message)
+
+
+def announce(group: str, message: dict[str, Any]) -> None:
+    """`send_to_group`, best effort: what it announces is already committed and clients catch up
+    from the database when they reconnect, so a broker hiccup is logged, not raised."""
+    try:
+        send_to_group(group, message)
+    except Exception:  # noqa: BLE001 - live delivery is best effort
+        log.exception("could not send %s to %s", message.get("type"), group)
+
+
 def publish(run_id: int, messages: list[dict[str, Any]]) -> None:
     """Send a flush's events to the run's group as one channel message (`run.events`): one
     Redis round trip per flush, not one per event. A broker hiccup loses nothing: clients
     resume from the database."""
-    layer = get_channel_layer()
-    if layer is None or not messages:
-        return
-    try:
-        async_to_sync(layer.group_send)(group_name(run_id), {"type": "run.events", "events": messages})
-    except Exception:  # noqa: BLE001 - the events are stored; live delivery is best effort
-        log.exception("could not publish %d events of run %s", len(messages), run_id)
+    if messages:
+        announce(group_name(run_id), {"type": "run.events", "events": messages})
 
 
 def record(run_id: int, items: list[EventItem], **run_fields: Any) -> list[dict[str, Any]]:

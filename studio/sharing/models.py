@@ -13,20 +13,15 @@ re-read the notes; the hint is not stored, so a page that reconnects re-reads th
 
 from __future__ import annotations
 
-import logging
 import secrets
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import models, transaction
 from django.utils import timezone
 
-from studio.runs.events import group_name
+from studio.runs.events import announce, group_name, send_to_group
 from studio.runs.models import Rollout, Run
-
-log = logging.getLogger(__name__)
 
 TAG_MAX = 40
 TEXT_MAX = 4000
@@ -37,22 +32,9 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
-def _send_to_run(run_id: int, message: dict[str, Any]) -> None:
-    layer = get_channel_layer()
-    if layer is not None:
-        async_to_sync(layer.group_send)(group_name(run_id), message)
-
-
 def notes_changed(run_id: int, note_id: int) -> None:
     """After commit, tell the run's open pages to re-read its notes (best effort: the note is saved)."""
-
-    def send() -> None:
-        try:
-            _send_to_run(run_id, {"type": "run.notes_changed", "note": note_id})
-        except Exception:  # noqa: BLE001 - pages see the note on their next reconnect or reload
-            log.exception("could not announce note %s of run %s", note_id, run_id)
-
-    transaction.on_commit(send)
+    transaction.on_commit(lambda: announce(group_name(run_id), {"type": "run.notes_changed", "note": note_id}))
 
 
 class Note(models.Model):
@@ -121,7 +103,7 @@ class ShareLink(models.Model):
         transaction.on_commit(self._close_sockets)
 
     def _close_sockets(self) -> None:
-        _send_to_run(self.run_id, {"type": "run.access_revoked", "share_token": self.token})
+        send_to_group(group_name(self.run_id), {"type": "run.access_revoked", "share_token": self.token})
 
     def as_dict(self) -> dict[str, Any]:
         return {
