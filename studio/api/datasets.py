@@ -46,8 +46,7 @@ class DatasetSerializer(serializers.ModelSerializer):
         return attrs
 
     def validate_split(self, value):
-        # A Hugging Face folder's split is a subfolder name: a path here would read outside the dataset.
-        if "/" in value or "\\" in value or value in (".", ".."):
+        if not storage.is_split_name(value):
             raise serializers.ValidationError("a split is a name (like 'train'), not a path")
         return value
 

@@ -46,6 +46,11 @@ def demo_dir() -> Path:
     return Path(settings.DATA_DIR).resolve() / DEMO_FOLDER
 
 
+def is_split_name(split: str) -> bool:
+    """A Hugging Face split is a subfolder name: a path there would read outside the dataset."""
+    return not ("/" in split or "\\" in split or split in (".", ".."))
+
+
 def inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 

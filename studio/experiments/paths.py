@@ -48,7 +48,7 @@ def check(spec: dict[str, Any], team) -> None:
     if data_error:
         errors["data.path"] = data_error
     split = str(data.get("split") or "")
-    if "/" in split or "\\" in split or split in (".", ".."):
+    if not storage.is_split_name(split):
         errors["data.split"] = f"{split!r}: a split is a name (like 'train'), not a path"
     for field in MODEL_FIELDS:
         section, key = field.split(".")
