@@ -60,6 +60,11 @@ def role_in(user, team_id: int) -> str | None:
     return Membership.objects.filter(team_id=team_id, user=user).values_list("role", flat=True).first()
 
 
+def has_role(user, team_id: int, need: str) -> bool:
+    """Whether the user's role in the team allows `need` (one query)."""
+    return role_allows(role_in(user, team_id), need)
+
+
 def check(user, obj: Model, need: str = VIEW) -> None:
     """Raise Http404 for outsiders and PermissionDenied for members without the role."""
     team_id = obj.pk if isinstance(obj, Team) else obj.team_id

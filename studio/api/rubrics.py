@@ -59,7 +59,7 @@ class RubricViewSet(TeamScopedViewSet):
         rubric = self.get_object()  # members may try the saved rubric (it changes nothing)
         data = TrySerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        may_edit = perms.role_allows(perms.role_in(request.user, rubric.team_id), perms.EDIT)
+        may_edit = perms.has_role(request.user, rubric.team_id, perms.EDIT)
         try:
             spec = spec_to_try(rubric.spec, data.validated_data.get("spec"), may_edit)
             answer = try_rubric(spec, data.validated_data["pairs"])

@@ -144,7 +144,7 @@ def dataset_detail(request: HttpRequest, pk: int) -> HttpResponse:
         preview = [row for _, row in islice(iter_rows(Path(dataset.path), dataset.format, dataset.split), 20)]
     except DatasetFileError as exc:
         preview, errors = [], {**errors, "path": str(exc)}
-    can_edit = perms.role_allows(perms.role_in(request.user, dataset.team_id), perms.EDIT)
+    can_edit = perms.has_role(request.user, dataset.team_id, perms.EDIT)
     return render(request, "front/dataset_detail.html", {"dataset": dataset, "preview": preview, "errors": errors,
                                                          "can_edit": can_edit})  # fmt: skip
 
@@ -159,7 +159,7 @@ def rubrics(request: HttpRequest) -> HttpResponse:
 @login_required
 def rubric_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
     rubric = perms.get_for(request.user, Rubric.objects.all(), pk) if pk else None
-    can_edit = rubric is None or perms.role_allows(perms.role_in(request.user, rubric.team_id), perms.EDIT)
+    can_edit = rubric is None or perms.has_role(request.user, rubric.team_id, perms.EDIT)
     spec = rubric.spec if rubric else {"criteria": [{"name": "correct", "kind": "exact_match", "weight": 1.0}]}
     meta = {"name": rubric.name if rubric else "", "description": rubric.description if rubric else "",
             "team": rubric.team_id if rubric else None}  # fmt: skip
@@ -206,7 +206,7 @@ def _may_edit_team(user, team_id) -> bool:
     """Whether the user is an owner or editor of the team with this id (a POSTed string or an int)."""
     if not str(team_id or "").isdigit():
         return False
-    return perms.role_allows(perms.role_in(user, int(team_id)), perms.EDIT)
+    return perms.has_role(user, int(team_id), perms.EDIT)
 
 
 # --- experiments ------------------------------------------------------------------------
@@ -249,7 +249,7 @@ def experiment_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse
 @login_required
 def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
     experiment = perms.get_for(request.user, Experiment.objects.select_related("dataset", "rubric"), pk)
-    can_edit = perms.role_allows(perms.role_in(request.user, experiment.team_id), perms.EDIT)
+    can_edit = perms.has_role(request.user, experiment.team_id, perms.EDIT)
     if request.method == "POST":
         perms.check(request.user, experiment, perms.EDIT)
         kind = "eval" if request.POST.get("kind") == "eval" else "train"
