@@ -13,13 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from trainers.algorithms.catalog import (
-    ADVANTAGE_ESTIMATORS,
-    GROUP_ESTIMATORS,
-    KL_ESTIMATORS,
-    LOSS_AGG_MODES,
-    POLICY_LOSSES,
-)
+from trainers.algorithms.catalog import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
 from trainers.rewards.catalog import params_model
 from trainers.rewards.formula import validate_formula
 
@@ -264,8 +258,6 @@ class RunSpec(Section):
             raise ValueError("algorithm.overlong_buffer must be smaller than rollout.max_new_tokens")
         if a.dual_clip_c is not None and a.policy_loss != "ppo_clip":
             raise ValueError(f"algorithm.dual_clip_c applies to policy_loss 'ppo_clip' only, not {a.policy_loss!r}")
-        if a.advantage_estimator in GROUP_ESTIMATORS and a.group_size < 2:
-            raise ValueError(f"algorithm.group_size must be >= 2 for {a.advantage_estimator}")
         if self.rollout.engine == "transformers" and self.rollout.vllm_server_url:
             raise ValueError("rollout.vllm_server_url is only used with engine='vllm'")
         return self

@@ -16,11 +16,6 @@ ADVANTAGE_ESTIMATORS: dict[str, str] = {
     "arXiv:2508.08221).",
 }
 
-# Estimators whose baseline comes from the other samples of a group: they need group_size >= 2.
-GROUP_ESTIMATORS: frozenset[str] = frozenset(
-    {"grpo", "dr_grpo", "rloo", "reinforce_pp_baseline", "group_mean_batch_std"}
-)
-
 POLICY_LOSSES: dict[str, str] = {
     "ppo_clip": "PPO clipped ratio with separate low/high clip (clip-higher) and optional dual-clip.",
     "gspo": "GSPO: sequence-level, length-normalised importance ratio, clipped (arXiv:2507.18071).",
