@@ -18,12 +18,12 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
+from studio.lib.env import FALSE, TRUE
 from studio.runs.models import Rollout, RolloutScore
 
 # ?order= value -> the field it sorts by; "-" is descending. Each field has a (run, field, id) index.
 ORDERS = {order: order.lstrip("-") for order in ("step", "-step", "reward", "-reward", "num_tokens", "-num_tokens",
                                                   "advantage", "-advantage")}  # fmt: skip
-FLAGS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 MAX_LIMIT = 500
 
 
@@ -45,11 +45,11 @@ def _number(params, name: str, cast=float):
 
 def _flag(params, name: str) -> bool:
     raw = (params.get(name) or "").strip().lower()
-    if raw == "":
+    if raw in TRUE:
+        return True
+    if raw in FALSE:  # "" included: an absent flag is off
         return False
-    if raw not in FLAGS:
-        raise QueryError(name, f"must be true or false, got {params[name]!r}")
-    return FLAGS[raw]
+    raise QueryError(name, f"must be true or false, got {params[name]!r}")
 
 
 def encode_cursor(value: Any, pk: int) -> str:
