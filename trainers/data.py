@@ -205,13 +205,18 @@ def render_prompt(row: PromptRow, tokenizer, spec: DataSpec) -> Prompt:
     messages = row.prompt if isinstance(row.prompt, list) else [{"role": "user", "content": row.prompt}]
     if spec.system_prompt and messages[0]["role"] != "system":
         messages = [{"role": "system", "content": spec.system_prompt}, *messages]
-    if spec.use_chat_template and getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        ids = tokenizer(text, add_special_tokens=False).input_ids  # the template already holds them
-    else:
-        text = "\n\n".join(m["content"] for m in messages)
-        ids = tokenizer(text).input_ids
+    text, ids = encode_chat(tokenizer, messages, use_chat_template=spec.use_chat_template)
     return Prompt(row=row, text=text, token_ids=ids[-spec.max_prompt_tokens :])
+
+
+def encode_chat(tokenizer, messages: list[dict[str, str]], *, use_chat_template: bool = True) -> tuple[str, list[int]]:
+    """(text, token ids) of `messages` with the assistant turn opened: through the tokenizer's chat
+    template when it has one (and it is wanted), else the contents joined by blank lines."""
+    if use_chat_template and getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return text, tokenizer(text, add_special_tokens=False).input_ids  # the template already holds them
+    text = "\n\n".join(m["content"] for m in messages)
+    return text, tokenizer(text).input_ids
 
 
 def load_prompts(spec: DataSpec, tokenizer) -> list[Prompt]:

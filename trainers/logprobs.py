@@ -144,7 +144,6 @@ def _shared_prompt_logits(model, batch: TokenBatch, unique, inverse, position_id
         attention_mask=batch.attention_mask,
         position_ids=position_ids[:, P:],
         past_key_values=cache,
-        cache_position=torch.arange(P, P + T, device=batch.input_ids.device),
         use_cache=True,
         **({"logits_to_keep": T} if keep else {}),
     )

@@ -2,6 +2,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from trainers.data import encode_chat
 from trainers.engines.base import ENGINES, EngineUnavailable, SamplingParams, engine_class
 from trainers.engines.decode import sample_next, supports_lean_decode
 from trainers.engines.hf import HFEngine
@@ -26,7 +27,7 @@ def model(tiny_model_path):
 @pytest.fixture(scope="module")
 def prompts(tiny_tokenizer):
     return [
-        tiny_tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
+        encode_chat(tiny_tokenizer, [{"role": "user", "content": text}])[1]
         for text in ("Repeat the letter: k", "What is 2 + 2?", "hi")
     ]
 

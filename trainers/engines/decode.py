@@ -48,7 +48,7 @@ class Decoded:
 
 def supports_lean_decode(model: Any) -> bool:
     """True for decoder-only models whose forward takes a transformers `DynamicCache`,
-    position ids and cache positions (Llama, Qwen2, Mistral, GPT-2, ...); False for
+    position ids and an attention mask (Llama, Qwen2, Mistral, GPT-2, ...); False for
     encoder-decoders, stateful models (Mamba) and models with their own cache format."""
     config = getattr(model, "config", None)
     if config is None or getattr(config, "is_encoder_decoder", False):
@@ -58,7 +58,7 @@ def supports_lean_decode(model: Any) -> bool:
         return False
     base = getattr(model, "get_base_model", lambda: model)()  # a peft wrapper forwards **kwargs
     params = inspect.signature(base.forward).parameters
-    return all(name in params for name in ("past_key_values", "position_ids", "cache_position", "attention_mask"))
+    return all(name in params for name in ("past_key_values", "position_ids", "attention_mask"))
 
 
 def takes_4d_mask(model: Any) -> bool:
@@ -179,7 +179,6 @@ def lean_decode(
         attention_mask=attn,
         position_ids=positions,
         past_key_values=cache,
-        cache_position=torch.arange(P, device=device),
         use_cache=True,
         **({"logits_to_keep": 1} if accepts_logits_to_keep(model) else {}),
     )
@@ -228,7 +227,6 @@ def lean_decode(
             attention_mask=mask,
             position_ids=next_pos[:, None],
             past_key_values=cache,
-            cache_position=torch.tensor([col], device=device),
             use_cache=True,
         )
         logits = out.logits[:, -1]
@@ -282,10 +280,10 @@ class _PreallocatedLayer:
     def get_seq_length(self) -> int:
         return self.length
 
-    def get_mask_sizes(self, cache_position: torch.Tensor) -> tuple[int, int]:
-        return self.length + cache_position.shape[0], 0
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.length + query_length, 0
 
-    def get_max_cache_shape(self) -> int:
+    def get_max_length(self) -> int:
         return -1
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:

@@ -105,7 +105,6 @@ class HFEngine(RolloutEngine):
 
     @torch.inference_mode()
     def _generate_batch(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
-        from transformers import GenerationConfig
 
         P = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), P), self.pad_id, dtype=torch.long)
@@ -113,25 +112,13 @@ class HFEngine(RolloutEngine):
         for i, p in enumerate(prompts):  # left padding: every prompt ends at column P
             ids[i, P - len(p) :] = torch.tensor(p, dtype=torch.long)
             attn[i, P - len(p) :] = 1
-        greedy = params.temperature == 0
-        # A fresh config, and use_model_defaults=False, so a model's own generation defaults
-        # (do_sample, top_k, repetition penalty, ...) do not leak in.
-        config = GenerationConfig(
-            max_new_tokens=params.max_new_tokens,
-            do_sample=not greedy,
-            temperature=None if greedy else params.temperature,
-            top_p=None if greedy else params.top_p,
-            top_k=None if greedy else params.top_k,
-            eos_token_id=self.eos_ids,
-            pad_token_id=self.pad_id,
-            stop_strings=params.stop or None,
-            use_cache=True,
+        config = neutral_generation_config(
+            params, eos_token_id=self.eos_ids, pad_token_id=self.pad_id, stop_strings=params.stop or None
         )
         sequences = self.model.generate(
             input_ids=ids.to(self.device),
             attention_mask=attn.to(self.device),
             generation_config=config,
-            use_model_defaults=False,
             tokenizer=self.tokenizer if params.stop else None,
         )
         gens = [self._finish(row[P:].tolist(), params) for row in sequences.cpu()]
@@ -170,3 +157,38 @@ class HFEngine(RolloutEngine):
         logp, _ = batched_logprobs(self.model, batch, micro_batch_size=self.batch_size, temperature=temperature)
         for g, row in zip(gens, logp.cpu(), strict=True):
             g.logprobs = row[: len(g.token_ids)].tolist()
+
+
+# Fields that reshape the sampling distribution, at their "off" value. Set explicitly because
+# `generate` fills every field left None from the model's own generation_config (a checkpoint's
+# top_k, min_p or repetition penalty would otherwise leak into the sampled distribution).
+_NEUTRAL_GENERATION = {
+    "min_p": 0.0,
+    "typical_p": 1.0,
+    "epsilon_cutoff": 0.0,
+    "eta_cutoff": 0.0,
+    "repetition_penalty": 1.0,
+    "encoder_repetition_penalty": 1.0,
+    "no_repeat_ngram_size": 0,
+    "min_length": 0,
+    "min_new_tokens": 0,
+    "num_beams": 1,
+    "num_return_sequences": 1,
+}
+
+
+def neutral_generation_config(params: SamplingParams, **settings: Any):
+    """A transformers GenerationConfig that samples exactly as `params` says and nothing else."""
+    from transformers import GenerationConfig
+
+    greedy = params.temperature == 0
+    return GenerationConfig(
+        **_NEUTRAL_GENERATION,
+        max_new_tokens=params.max_new_tokens,
+        do_sample=not greedy,
+        temperature=1.0 if greedy else params.temperature,
+        top_p=1.0 if greedy else params.top_p,
+        top_k=0 if greedy else params.top_k,
+        use_cache=True,
+        **settings,
+    )

@@ -136,14 +136,12 @@ def local_judge(path: str) -> tuple[Any, Any]:
 
 def local_generate(params: LLMJudgeParams, chats: list[list[dict[str, str]]]) -> list[str]:
     """Greedy replies of the local judge, one per chat (batched by the transformers engine)."""
+    from trainers.data import encode_chat
     from trainers.engines.base import SamplingParams
     from trainers.engines.hf import HFEngine
 
     model, tokenizer = local_judge(params.model)
-    if tokenizer.chat_template:
-        prompts = [tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True) for chat in chats]
-    else:
-        prompts = [tokenizer("\n\n".join(m["content"] for m in chat) + "\n\n").input_ids for chat in chats]
+    prompts = [encode_chat(tokenizer, chat)[1] for chat in chats]
     engine = HFEngine(model=model, tokenizer=tokenizer)
     generations = engine.generate(prompts, 1, SamplingParams(max_new_tokens=params.max_tokens, temperature=0))
     return [group[0].text for group in generations]
