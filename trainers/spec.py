@@ -199,8 +199,15 @@ class RolloutSpec(Section):
     top_k: int = Field(0, ge=0, description="Top-k sampling; 0 disables.")
     stop: list[str] = Field(default_factory=list, description="Stop strings (besides EOS).")
     generation_batch_size: int = Field(64, ge=1, description="Sequences generated per engine call.")
-    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=0.95, description="vLLM: GPU memory fraction.")
-    vllm_sleep_during_update: bool = Field(True, description="vLLM colocated: release memory during the update.")
+    vllm_gpu_memory_utilization: float = Field(
+        0.3, gt=0, le=0.95, description="vLLM: fraction of GPU memory (host memory on vLLM's CPU build) it may hold."
+    )
+    vllm_sleep_during_update: bool = Field(
+        True, description="vLLM colocated: release memory during the update (GPU only; the CPU build has no sleep)."
+    )
+    vllm_enforce_eager: bool = Field(
+        False, description="vLLM: no graph compilation (torch.compile, CUDA graphs): starts in seconds, samples slower."
+    )
     vllm_server_url: str | None = Field(None, description="vLLM: use a separate server instead of colocating.")
 
 

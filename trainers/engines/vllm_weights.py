@@ -9,8 +9,8 @@ Three pieces, all importable without vLLM or a GPU:
 - `encode_weights` / `decode_weights`: safetensors bytes in base64 chunks, for
   pushing weights to a separate vLLM server through its `/collective_rpc` endpoint
   (which only passes strings).
-- `WeightLoaderExtension`: mixed into vLLM's GPU worker (`worker_extension_cls`);
-  its method is what `collective_rpc("rollout_studio_load_weights", ...)` calls.
+- `WeightLoaderExtension`: mixed into vLLM's worker (`worker_extension_cls`); its methods
+  are what `collective_rpc("rollout_studio_load_tensors" | "rollout_studio_load_weights", ...)` calls.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ import torch
 
 # peft wraps names: base_model.model.<hf name>, <module>.base_layer.weight, modules_to_save.default.
 _PEFT_PREFIX = "base_model.model."
-LOAD_WEIGHTS_RPC = "rollout_studio_load_weights"
+LOAD_WEIGHTS_RPC = "rollout_studio_load_weights"  # safetensors chunks, from a client over HTTP
+LOAD_TENSORS_RPC = "rollout_studio_load_tensors"  # (name, tensor) pairs, in process
 DEFAULT_CHUNK_BYTES = 256 * 2**20  # per HTTP request; big enough to amortise, small enough for proxies
 
 
@@ -118,14 +119,22 @@ def decode_weights(payload: str, device: str | torch.device = "cpu") -> dict[str
 
 
 class WeightLoaderExtension:
-    """Mixed into vLLM's worker class by `worker_extension_cls`; vLLM gives `self.model_runner`
-    and `self.device`. Start a server with
+    """Mixed into vLLM's worker class by `worker_extension_cls`; vLLM gives the worker's own
+    methods (`reload_weights`) and `self.device`. Start a server with
     `vllm serve <model> --worker-extension-cls trainers.engines.vllm_weights.WeightLoaderExtension`
     (this repository on the server's PYTHONPATH) to accept weights from `VLLMServerClient`."""
 
+    def rollout_studio_load_tensors(self, weights: Iterable[tuple[str, torch.Tensor]]) -> int:
+        """Load checkpoint-named tensors in place; returns how many. The colocated engine calls
+        this in-process with the trainer's own tensors (no copy on the way)."""
+        weights = list(weights)
+        # reload_weights, not model.load_weights: after loading, vLLM post-processes some layers
+        # into kernel layouts (the CPU backend repacks linear weights, quantised layers), and a
+        # second plain load_weights no longer finds the checkpoint-shaped parameters.
+        self.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
+        return len(weights)
+
     def rollout_studio_load_weights(self, payload: str) -> int:
         """Load one chunk produced by `encode_weights`; returns the number of tensors loaded."""
-        device = getattr(self, "device", "cpu")
-        tensors = decode_weights(payload, device=device)
-        self.model_runner.model.load_weights(weights=list(tensors.items()))
-        return len(tensors)
+        tensors = decode_weights(payload, device=getattr(self, "device", "cpu"))
+        return self.rollout_studio_load_tensors(tensors.items())
