@@ -197,8 +197,9 @@ class ColocatedVLLM:
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         # Weights only: the KV cache stays released until generation, leaving the memory to training.
         self._wake(["weights"])
-        # The engine core is in this process (build_llm): the tensors are handed over by reference.
-        self.llm.collective_rpc(LOAD_TENSORS_RPC, args=(list(weights),))
+        # The engine core is in this process (build_llm): the iterator itself is handed over, and
+        # its tensors are read by reference while the LoRA adapters are merged (export_weights).
+        self.llm.collective_rpc(LOAD_TENSORS_RPC, args=(weights,))
         self.llm.reset_prefix_cache()
 
     def sampling_params(self, params: SamplingParams, n: int, seed: int) -> Any:

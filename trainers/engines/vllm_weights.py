@@ -126,15 +126,30 @@ class WeightLoaderExtension:
 
     def rollout_studio_load_tensors(self, weights: Iterable[tuple[str, torch.Tensor]]) -> int:
         """Load checkpoint-named tensors in place; returns how many. The colocated engine calls
-        this in-process with the trainer's own tensors (no copy on the way)."""
-        weights = list(weights)
+        this in-process with `export_weights`' iterator itself: its tensors are views of the live
+        (LoRA-merged) weights, valid only while it is being consumed, so it is read lazily here."""
+        count = 0
+
+        def counted() -> Iterator[tuple[str, torch.Tensor]]:
+            nonlocal count
+            for pair in weights:
+                count += 1
+                yield pair
+
         # reload_weights, not model.load_weights: after loading, vLLM post-processes some layers
         # into kernel layouts (the CPU backend repacks linear weights, quantised layers), and a
         # second plain load_weights no longer finds the checkpoint-shaped parameters.
-        self.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
-        return len(weights)
+        self.reload_weights(weights_iterator=counted(), is_checkpoint_format=True)
+        return count
 
-    def rollout_studio_load_weights(self, payload: str) -> int:
-        """Load one chunk produced by `encode_weights`; returns the number of tensors loaded."""
-        tensors = decode_weights(payload, device=getattr(self, "device", "cpu"))
-        return self.rollout_studio_load_tensors(tensors.items())
+    def rollout_studio_load_weights(self, payload: str, last: str = "1") -> int:
+        """Receive one chunk produced by `encode_weights`; on the last chunk (`last` == "1": the RPC
+        endpoint passes strings only) load every chunk received so far in one go, since a layer's
+        weights may span chunks and vLLM processes a layer once all of them have arrived. Returns
+        the number of tensors loaded (0 until the last chunk)."""
+        pending: dict[str, torch.Tensor] = self.__dict__.setdefault("_rollout_studio_pending", {})
+        pending.update(decode_weights(payload))  # kept on the CPU until the load copies them in
+        if last != "1":
+            return 0
+        self._rollout_studio_pending = {}
+        return self.rollout_studio_load_tensors(pending.items())

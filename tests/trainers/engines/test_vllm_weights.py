@@ -5,7 +5,6 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from trainers.engines.vllm_weights import (
-    WeightLoaderExtension,
     chunked,
     decode_weights,
     encode_weights,
@@ -103,25 +102,3 @@ def test_encoded_weights_decode_to_equal_tensors_even_when_tied(model):
     for name, tensor in tensors.items():
         assert torch.equal(decoded[name], tensor)
         assert decoded[name].dtype == tensor.dtype
-
-
-def test_the_worker_extension_loads_a_chunk_into_the_runners_model(tiny_model_path, model):
-    # Stand-in for vLLM's worker (vLLM cannot run here): it has `model_runner.model.load_weights`,
-    # which we implement on an HF model with the same checkpoint names.
-    target = AutoModelForCausalLM.from_pretrained(tiny_model_path)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(1.0)
-
-    class Model:
-        def load_weights(self, weights):
-            target.load_state_dict(dict(weights), strict=False)
-
-    class Worker(WeightLoaderExtension):
-        device = "cpu"
-        model_runner = type("Runner", (), {"model": Model()})()
-
-    loaded = Worker().rollout_studio_load_weights(encode_weights(dict(export_weights(model))))
-    assert loaded == len(model.state_dict())
-    for name, tensor in model.state_dict().items():
-        assert torch.equal(target.state_dict()[name], tensor)
