@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from trainers.engines.vllm_engine import vllm_available
+    from trainers.engines.availability import vllm_available
 
     if not torch.cuda.is_available() or not vllm_available():
         print("needs a CUDA GPU and vLLM (pip install vllm); skipping", file=sys.stderr)

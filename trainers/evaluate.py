@@ -51,7 +51,7 @@ def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] 
     """Evaluate `spec.eval.checkpoint` (or `spec.model.path`) on the first `eval.num_prompts`
     prompts of the dataset, in file order. `should_stop()` is checked between batches."""
     reporter.status("running", f"evaluating {spec.eval.checkpoint or spec.model.path}")
-    rubric = None
+    rubric = engine = None
     try:
         seed_everything(spec.optim.seed)
         model, tokenizer = load_policy(spec.model, default_device(), checkpoint=spec.eval.checkpoint)
@@ -92,7 +92,6 @@ def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] 
                 ]
             reporter.log(f"evaluated {start + len(batch)}/{len(prompts)} prompts ({time.perf_counter() - t0:.2f}s)")
             reporter.rollouts(0, rollouts)  # last: it closes the batch for reporters that flush on it
-        engine.close()
         metrics = _metrics(rewards, passed, criteria, k, has_threshold=spec.rubric.pass_threshold is not None)
         reporter.metrics(0, metrics)
         status = "cancelled" if stopped else "succeeded"
@@ -103,6 +102,10 @@ def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] 
         reporter.status("failed", f"{type(exc).__name__}: {exc}")
         raise
     finally:
+        # A failed or cancelled evaluation gives its engine's memory back too (a vLLM engine
+        # lives in the worker process, which goes on to the next run).
+        if engine is not None:
+            engine.close()
         if rubric is not None:
             rubric.close()
 

@@ -10,6 +10,7 @@ from studio.accounts import permissions as perms
 from studio.datasets.files import iter_rows
 from studio.datasets.models import Dataset
 from studio.front.schema_form import FormField, fields_for, read_fields
+from trainers.engines.availability import vllm_build, vllm_unavailable_reason
 from trainers.rewards.catalog import CRITERION_KINDS
 from trainers.spec import RunSpec
 
@@ -32,7 +33,20 @@ def experiment_sections(config: dict[str, Any], errors: dict[str, str]) -> list[
     for section in EXPERIMENT_SECTIONS:
         node = schema["properties"][section]
         out.append((section, fields_for(schema, node, f"{section}.", config.get(section, {}), errors, HIDDEN)))
+    for _, fields in out:
+        for f in fields:
+            if f.name == "rollout.engine":
+                describe_engines(f)
     return out
+
+
+def describe_engines(f: FormField) -> None:
+    """Say on the engine field what this installation runs: the vLLM build, or why vLLM is off."""
+    reason = vllm_unavailable_reason()
+    if reason is None:
+        f.help = f"{f.help} vLLM here: {vllm_build() or 'installed'}."
+    else:
+        f.note = f"vLLM is off on this installation; runs here use 'transformers'. {reason}"
 
 
 def read_experiment_config(post) -> tuple[dict[str, Any], dict[str, str]]:

@@ -38,6 +38,7 @@ class FormField:
     nullable: bool = False
     error: str = ""
     kind: str = "string"  # integer | number | boolean | string | list | json
+    note: str = ""  # what this server can run of the field's choices (e.g. why vLLM is off)
 
     @property
     def bounds(self) -> str:

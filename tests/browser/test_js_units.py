@@ -168,6 +168,19 @@ def test_every_clip_fraction_shares_the_clip_panel(tmp_path):
     assert got == ["clip", "clip", "clip", "loss"]
 
 
+def test_the_sampler_trainer_logprob_gap_has_a_panel_of_its_own(tmp_path):
+    keys = ["rollout/logprob_gap_mean", "rollout/logprob_gap_max", "rollout/engine_trainer_kl", "rollout/other"]
+    got = run_js(
+        tmp_path,
+        CURVES_STUBS
+        + f"""
+        const {{ panelFor }} = await import("./curves.js");
+        console.log(JSON.stringify({json.dumps(keys)}.map((k) => panelFor(k).id)));
+        """,
+    )
+    assert got[:3] == ["mismatch", "mismatch", "mismatch"] and got[3] != "mismatch"
+
+
 @pytest.mark.parametrize(
     ("note", "sent"),
     [("", {}), ("*", {"has_note": "1"}), ("reward hacking", {"note_tag": "reward hacking"})],

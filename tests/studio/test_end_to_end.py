@@ -230,6 +230,67 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def run_to_the_end(studio, experiment_id: int, overrides: dict, cancel_at_step: int | None = None) -> list[dict]:
+    """Launch the experiment with `overrides`, optionally cancel it at a step; its websocket events."""
+    client = studio["client"]
+    response = client.post(f"/api/experiments/{experiment_id}/launch/", json={"overrides": overrides})
+    assert response.status_code == 201, response.text
+    run_id = response.json()["id"]
+    if cancel_at_step is not None:
+        watch(studio, run_id, lambda m: m.get("kind") == "metrics" and m["step"] >= cancel_at_step)
+        assert client.post(f"/api/runs/{run_id}/cancel/").status_code == 200
+    messages = watch(
+        studio,
+        run_id,
+        lambda m: m.get("kind") == "status" and m["data"]["state"] in ("succeeded", "failed", "cancelled"),
+    )
+    want = "succeeded" if cancel_at_step is None else "cancelled"
+    assert messages[-1]["data"]["state"] == want, client.get(f"/api/runs/{run_id}/").json()["error"]
+    return messages
+
+
+def vllm_pool_process(studio) -> int:
+    """The Celery pool process (below a worker's main process) that has vLLM loaded."""
+    pool = [p for p in descendants(studio["proc"].pid)
+            if "celery" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="ignore")]  # fmt: skip
+    with_vllm = [p for p in pool if "/vllm/" in Path(f"/proc/{p}/maps").read_text(errors="ignore")]
+    assert len(with_vllm) == 1, f"expected one pool process with vLLM loaded, found {with_vllm}"
+    return with_vllm[0]
+
+
+def rss_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))) / 1024
+
+
+def test_a_vllm_run_on_the_worker_learns_shows_the_logprob_gap_and_gives_its_memory_back(studio):
+    """rollout.engine = vllm (the CPU build here) inside the Celery prefork child that runs trainings."""
+    experiment = demo_experiment(studio["client"])
+    vllm = {"engine": "vllm", "vllm_enforce_eager": True, "vllm_gpu_memory_utilization": 0.1}
+    messages = run_to_the_end(studio, experiment["id"], {"rollout": vllm, "optim": {"total_steps": 60}})
+    values = [e["data"]["values"] for e in messages if e.get("kind") == "metrics"]
+    assert len(values) == 60
+    reward = [v["reward/mean"] for v in values]
+    gap = [v["rollout/logprob_gap_mean"] for v in values]
+    first, last = sum(reward[:10]) / 10, sum(reward[-10:]) / 10
+    print(f"\nvLLM run on the worker: mean reward, steps 1-10 {first:.3f}, steps 51-60 {last:.3f}; "
+          f"vLLM/trainer logprob gap per token: max {max(gap):.2e}")  # fmt: skip
+    assert last > first + 0.1
+    assert max(gap) < 1e-4  # float32 on both sides
+
+    # The pool process goes on to the next runs: a finished and a cancelled run leave it the same size.
+    pid = vllm_pool_process(studio)
+    after_first = rss_mib(pid)
+    run_to_the_end(studio, experiment["id"], {"rollout": vllm, "optim": {"total_steps": 3}})
+    after_second = rss_mib(pid)
+    run_to_the_end(studio, experiment["id"], {"rollout": vllm, "optim": {"total_steps": 500}}, cancel_at_step=2)
+    after_cancelled = rss_mib(pid)
+    assert vllm_pool_process(studio) == pid
+    print(f"RSS of the pool process after each vLLM run (MiB): {after_first:.0f}, {after_second:.0f}, "
+          f"{after_cancelled:.0f} (cancelled)")  # fmt: skip
+    assert max(after_second, after_cancelled) - after_first < 64
+
+
 def test_a_run_whose_worker_process_dies_is_marked_failed_with_the_reason(studio):
     client = studio["client"]
     experiment = demo_experiment(client)

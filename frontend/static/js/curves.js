@@ -25,6 +25,13 @@ export const PANELS = [
   { id: "loss", title: "Policy loss", match: (k) => k === "actor/loss" },
   { id: "grad_norm", title: "Grad norm", match: (k) => k === "actor/grad_norm" },
   { id: "lr", title: "Learning rate", match: (k) => k === "actor/lr" },
+  // A separate sampler (vLLM): its logprobs against the trainer's on the same tokens, the
+  // number that says whether the rollouts are still on-policy.
+  {
+    id: "mismatch",
+    title: "Sampler vs trainer logprobs",
+    match: (k) => /^rollout\/(logprob_gap_(mean|max)|engine_trainer_kl|tis_clip_frac)$/.test(k),
+  },
   { id: "tokens", title: "Tokens / s", match: (k) => /^perf\/(\w+_)?tokens_per_s$/.test(k) },
   {
     id: "timing",

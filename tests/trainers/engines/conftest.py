@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from studio.launch import free_port
-from trainers.engines.vllm_engine import vllm_unavailable_reason
+from trainers.engines.availability import vllm_unavailable_reason
 from trainers.engines.vllm_server import VLLMServerClient, VLLMServerError, server_command, server_env
 
 # vLLM publishes CPU builds for these; elsewhere its tests skip instead of failing.

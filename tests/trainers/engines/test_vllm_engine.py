@@ -12,16 +12,15 @@ from transformers import AutoModelForCausalLM
 
 from studio.launch import ROOT
 from tests.trainers.helpers import engine_trainer_gap
+from trainers.engines.availability import INSTALL_NOTE, vllm_unavailable_reason
 from trainers.engines.base import EngineUnavailable, SamplingParams, create_engine
 from trainers.engines.vllm_engine import (
-    INSTALL_NOTE,
     WORKER_EXTENSION,
     ColocatedVLLM,
     VLLMEngine,
     engine_kwargs,
     supported_kwargs,
     to_generation,
-    vllm_unavailable_reason,
 )
 from trainers.engines.vllm_weights import LOAD_TENSORS_RPC
 from trainers.logprobs import TokenBatch, token_logprobs
