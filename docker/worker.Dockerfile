@@ -1,9 +1,11 @@
-# GPU worker: consumes the `gpu` queue (training and evaluation runs). Needs the NVIDIA container toolkit.
-FROM pytorch/pytorch:2.9.1-cuda12.8-cudnn9-runtime
+# GPU worker: consumes the `gpu` queue (training and evaluation runs). Needs the NVIDIA container toolkit
+# (the driver); the CUDA libraries come with PyPI's torch and vLLM wheels.
+FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 STUDIO_DATA_DIR=/data
 WORKDIR /app
+# torch first, pinned to what vLLM 0.32 is built for; every range in requirements.txt accepts it.
+RUN pip install torch==2.13.0
 COPY requirements.txt .
-# torch comes with the base image; every range in requirements.txt accepts it.
-RUN pip install -r requirements.txt
+RUN pip install -r requirements.txt && pip install vllm==0.32.0
 COPY . .
 CMD ["celery", "-A", "workers.app", "worker", "-Q", "gpu", "-c", "1", "-n", "gpu@%h", "--loglevel", "INFO"]

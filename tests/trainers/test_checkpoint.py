@@ -13,8 +13,14 @@ def comparable(metrics: dict[str, float]) -> dict[str, float]:
     return {k: v for k, v in metrics.items() if not k.startswith(NONDETERMINISTIC)}
 
 
-def test_an_interrupted_then_resumed_run_equals_the_uninterrupted_run(tiny_model_path, tmp_path):
-    overrides = {"optim": {"total_steps": 4, "seed": 7}, "checkpoint": {"every_n_steps": 2}}
+@pytest.mark.parametrize("engine", ["transformers", "vllm"])
+def test_an_interrupted_then_resumed_run_equals_the_uninterrupted_run(tiny_model_path, tmp_path, engine, request):
+    # With vLLM: the resumed engine loads the checkpoint's weights and continues its per-prompt seeds.
+    rollout = {"engine": engine}
+    if engine == "vllm":
+        request.getfixturevalue("vllm_here")
+        rollout |= {"vllm_enforce_eager": True, "vllm_gpu_memory_utilization": 0.1}
+    overrides = {"optim": {"total_steps": 4, "seed": 7}, "checkpoint": {"every_n_steps": 2}, "rollout": rollout}
     whole = MemoryReporter()
     train(tiny_spec(tiny_model_path, tmp_path / "whole", **overrides), whole)
 

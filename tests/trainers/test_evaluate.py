@@ -83,3 +83,29 @@ def test_it_evaluates_a_checkpoint(tiny_model_path, tmp_path):
     reporter = MemoryReporter()
     assert evaluate(spec, reporter).status == "succeeded"
     assert "step-1" in reporter.states[0][1]
+
+
+def test_an_evaluation_with_vllm_scores_k_samples_per_prompt(tiny_model_path, tmp_path, vllm_here):
+    vllm = {"engine": "vllm", "vllm_enforce_eager": True, "vllm_gpu_memory_utilization": 0.1}
+    spec = tiny_spec(tiny_model_path, tmp_path, rubric=always(True), rollout=vllm,
+                     eval={"samples_per_prompt": 4, "num_prompts": 3})  # fmt: skip
+    reporter = MemoryReporter()
+    result = evaluate(spec, reporter)
+    assert result.status == "succeeded" and result.metrics["eval/pass@4"] == 1.0
+    rollouts = [r for _, batch in reporter.rollout_batches for r in batch]
+    assert len(rollouts) == 12 and all(1 <= r.num_tokens <= 6 for r in rollouts)
+
+
+def test_an_evaluation_that_fails_midway_still_closes_its_engine(tiny_model_path, tmp_path, monkeypatch):
+    from trainers.engines.hf import HFEngine
+
+    closed = []
+    monkeypatch.setattr(HFEngine, "close", lambda self: closed.append(self), raising=False)
+
+    class FailingReporter(MemoryReporter):
+        def rollouts(self, step, rollouts):
+            raise OSError("the database went away")
+
+    with pytest.raises(OSError, match="the database went away"):
+        evaluate(tiny_spec(tiny_model_path, tmp_path, eval={"samples_per_prompt": 2}), FailingReporter())
+    assert len(closed) == 1

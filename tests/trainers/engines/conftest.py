@@ -1,11 +1,9 @@
-"""Fixtures for the real vLLM: an in-process check that it is installed, and one OpenAI-compatible
-vLLM server per test session on the tiny model (a real `vllm` process on localhost, started and
-stopped here; about 25 s to start on this CPU)."""
+"""One OpenAI-compatible vLLM server per test session on the tiny model: a real vLLM process on
+localhost, started and stopped here (about 25 s to start on this CPU)."""
 
 from __future__ import annotations
 
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -15,23 +13,9 @@ from pathlib import Path
 import pytest
 
 from studio.launch import free_port
-from trainers.engines.availability import vllm_unavailable_reason
 from trainers.engines.vllm_server import VLLMServerClient, VLLMServerError, server_command, server_env
 
-# vLLM publishes CPU builds for these; elsewhere its tests skip instead of failing.
-VLLM_PLATFORMS = {("Linux", "x86_64"), ("Linux", "aarch64")}
 SERVER_START_S = 240
-
-
-@pytest.fixture(scope="session")
-def vllm_here() -> None:
-    """Fails (does not skip) where ./studioctl setup should have installed vLLM but did not."""
-    reason = vllm_unavailable_reason()
-    if reason is None:
-        return
-    if (platform.system(), platform.machine()) not in VLLM_PLATFORMS:
-        pytest.skip(f"vLLM has no build for {platform.system()} {platform.machine()}")
-    pytest.fail(f"vLLM should run on this machine: {reason}")
 
 
 @pytest.fixture(scope="session")
