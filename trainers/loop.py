@@ -369,7 +369,15 @@ class Trainer:
         # 5. old and reference logprobs (no grad). With one pass over the batch the policy that
         #    sampled is the one being differentiated, so old_logp = logp.detach() in the loss.
         engine_logp = self._engine_logprobs(gens, mask)  # (B, T) or None
-        need_old = algo.ppo_epochs > 1 or (algo.kl_in_reward and self.reference is not None) or engine_logp is not None
+        # The engine/trainer gap alone needs no forward pass of its own: with one pass and dropout
+        # off, the training forward (before the step) computes the same logprobs.
+        gap_from_training = engine_logp is not None and algo.ppo_epochs == 1 and self.spec.model.disable_dropout
+        need_old = (
+            algo.ppo_epochs > 1
+            or (algo.kl_in_reward and self.reference is not None)
+            or algo.tis_cap is not None
+            or (engine_logp is not None and not gap_from_training)
+        )
         old_logp = self._frozen_logprobs(self.model, batch) if need_old else None
         ref_logp = None
         if self.reference is not None:
@@ -377,7 +385,7 @@ class Trainer:
                 ref_logp = self._frozen_logprobs(self.reference.model, batch)
         metrics: dict[str, float] = {}
         is_weights = None
-        if engine_logp is not None:
+        if engine_logp is not None and old_logp is not None:
             metrics |= logprob_gap(engine_logp, old_logp, mask)
             if algo.tis_cap is not None:
                 is_weights = tis_weights(old_logp, engine_logp, mask, algo.tis_cap)
@@ -396,9 +404,13 @@ class Trainer:
             grp.advantages = [next(sequence_advantages) for _ in grp.generations]
 
         # 8. optimisation passes; their diagnostics are averaged (a single pass reports its own)
+        trainer_logp = torch.zeros_like(mask) if engine_logp is not None and old_logp is None else None
         passes = [
-            self._optimise(batch, loss_mask, advantages, old_logp, ref_logp, is_weights) for _ in range(algo.ppo_epochs)
+            self._optimise(batch, loss_mask, advantages, old_logp, ref_logp, is_weights, trainer_logp)
+            for _ in range(algo.ppo_epochs)
         ]
+        if trainer_logp is not None:
+            metrics |= logprob_gap(engine_logp, trainer_logp, mask)
         metrics |= {key: float(np.mean([p[key] for p in passes])) for key in passes[0]}
         metrics |= {
             "advantage/mean": masked_mean(advantages, mask).item(),
@@ -424,10 +436,13 @@ class Trainer:
             engine_logp[i, : len(g.logprobs)] = torch.tensor(g.logprobs, dtype=mask.dtype)
         return engine_logp
 
-    def _optimise(self, batch, loss_mask, advantages, old_logp, ref_logp, is_weights) -> dict[str, float]:
+    def _optimise(
+        self, batch, loss_mask, advantages, old_logp, ref_logp, is_weights, trainer_logp=None
+    ) -> dict[str, float]:
         """One pass over the batch in micro-batches with gradient accumulation, then one optimiser step.
         Each micro-batch's loss is weighted by its share of the aggregation units (tokens or
-        sequences), so the accumulated gradient is that of the whole batch's loss."""
+        sequences), so the accumulated gradient is that of the whole batch's loss. The forward
+        pass's logprobs (before the step) are written into `trainer_logp` (B, T) when it is given."""
         spec, algo = self.spec, self.spec.algorithm
         mode = algo.loss_agg_mode
         total_units = aggregation_units(loss_mask, mode).clamp(min=1)
@@ -445,6 +460,8 @@ class Trainer:
                 entropy_grad=algo.entropy_coef > 0,
             )
             old = old_logp[rows, :T] if old_logp is not None else logp.detach()
+            if trainer_logp is not None:
+                trainer_logp[rows, :T] = logp.detach()
             out = self.policy_loss_fn(
                 logp,
                 old,

@@ -200,7 +200,11 @@ class RolloutSpec(Section):
     stop: list[str] = Field(default_factory=list, description="Stop strings (besides EOS).")
     generation_batch_size: int = Field(64, ge=1, description="Sequences generated per engine call.")
     vllm_gpu_memory_utilization: float = Field(
-        0.3, gt=0, le=0.95, description="vLLM: fraction of GPU memory (host memory on vLLM's CPU build) it may hold."
+        0.3,
+        gt=0,
+        le=0.95,
+        description="vLLM: fraction of GPU memory it may hold (on the CPU build: at most this "
+        "fraction of host memory for its KV cache, sized to one rollout batch).",
     )
     vllm_sleep_during_update: bool = Field(
         True, description="vLLM colocated: release memory during the update (GPU only; the CPU build has no sleep)."

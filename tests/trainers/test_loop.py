@@ -279,3 +279,19 @@ def test_the_reported_learning_rate_is_the_one_the_step_used(tiny_model_path, tm
     train(spec, reporter)
     lrs = [m["actor/lr"] for _, m in reporter.metric_points]
     assert lrs == pytest.approx([1e-3 * 1 / 4, 1e-3 * 2 / 4])  # warm-up: (s + 1) / (warmup + 1)
+
+
+def test_the_vllm_trainer_gap_read_off_the_training_forward_equals_a_separate_forward_pass(
+    tiny_model_path, tmp_path, vllm_here
+):
+    """One pass, no TIS: the gap comes from the training forward (no extra pass). A TIS cap no
+    sample reaches forces the separate no-grad pass; the same seed gives the same rollouts."""
+    vllm = {"engine": "vllm", "vllm_enforce_eager": True, "vllm_gpu_memory_utilization": 0.1}
+    gaps = {}
+    for name, algorithm in (("training forward", {}), ("separate pass", {"tis_cap": 1e6})):
+        reporter = MemoryReporter()
+        train(tiny_spec(tiny_model_path, tmp_path / name.replace(" ", "-"), rollout=vllm, algorithm=algorithm,
+                        optim={"total_steps": 1}), reporter)  # fmt: skip
+        gaps[name] = (reporter.series("rollout/logprob_gap_mean")[0], reporter.series("rollout/logprob_gap_max")[0])
+    assert gaps["training forward"] == pytest.approx(gaps["separate pass"], abs=1e-7)
+    assert 0 < gaps["training forward"][0] < 1e-4  # measured, and small: float32 on both sides

@@ -92,9 +92,31 @@ def build_llm(spec: RunSpec) -> Any:
         raise EngineUnavailable(f"rollout.engine='vllm' runs on CUDA or CPU; this vLLM targets {current_platform}")
     if not on_gpu and spec.rollout.vllm_sleep_during_update:
         log.info("vLLM's CPU backend has no sleep mode; the engine stays awake during updates")
+    kwargs = engine_kwargs(spec, on_gpu=on_gpu)
+    if not on_gpu:
+        kwargs["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(spec)
     known = {f.name for f in dataclasses.fields(EngineArgs)}
     with process_state_kept():
-        return LLM(**supported_kwargs(engine_kwargs(spec, on_gpu=on_gpu), known))
+        return LLM(**supported_kwargs(kwargs, known))
+
+
+def cpu_kv_cache_bytes(spec: RunSpec, host_memory: int | None = None) -> int:
+    """The KV cache of a colocated engine on vLLM's CPU backend: room for twice one rollout batch
+    at full length, and at most `vllm_gpu_memory_utilization` of host memory. Given explicitly:
+    the backend would take that fraction minus the process's resident memory, which in a
+    colocated engine counts the trainer's (and fails once the trainer holds more than it)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(spec.model.path, trust_remote_code=spec.model.trust_remote_code)
+    text = config.get_text_config()
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    kv_heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
+    itemsize = torch.empty((), dtype=getattr(torch, spec.model.dtype)).element_size()
+    per_token = 2 * text.num_hidden_layers * kv_heads * head_dim * itemsize  # keys and values
+    tokens = spec.rollout.generation_batch_size * (spec.data.max_prompt_tokens + spec.rollout.max_new_tokens)
+    if host_memory is None:
+        host_memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return min(2 * tokens * per_token, int(spec.rollout.vllm_gpu_memory_utilization * host_memory))
 
 
 @contextmanager

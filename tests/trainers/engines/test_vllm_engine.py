@@ -18,6 +18,7 @@ from trainers.engines.vllm_engine import (
     WORKER_EXTENSION,
     ColocatedVLLM,
     VLLMEngine,
+    cpu_kv_cache_bytes,
     engine_kwargs,
     supported_kwargs,
     to_generation,
@@ -419,3 +420,10 @@ def test_per_prompt_seeds_never_repeat_across_calls_of_any_size_nor_across_ranks
     monkeypatch.setenv("RANK", "1")
     other_rank = VLLMEngine(spec, model=None)
     assert not {other_rank.next_seed(3) + i for i in range(3)} & set(per_prompt)
+
+
+def test_on_the_cpu_the_kv_cache_holds_two_rollout_batches_at_most_the_memory_share(tiny_model_path):
+    # tiny model: 4 layers x 4 KV heads x head dim 32, float32: 4 KiB of keys and values per token
+    spec = make_spec(tiny_model_path, generation_batch_size=64, vllm_gpu_memory_utilization=0.5)
+    assert cpu_kv_cache_bytes(spec, host_memory=2**40) == 2 * 64 * (100 + 28) * 4096
+    assert cpu_kv_cache_bytes(spec, host_memory=2**20) == 2**19
