@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from trainers.algorithms.advantages import ADVANTAGES
-from trainers.algorithms.aggregation import aggregate_loss, aggregation_units
+from trainers.algorithms.aggregation import accumulation_weight, aggregate_loss, aggregation_units
 from trainers.algorithms.filters import groups_with_reward_spread, overlong_loss_mask, overlong_soft_penalty
 from trainers.algorithms.kl import kl_penalty
 from trainers.algorithms.masked import masked_mean
@@ -487,7 +487,7 @@ class Trainer:
                 loss = loss - algo.entropy_coef * entropy_loss
             parts["actor/entropy"] = entropy_loss.item()
             parts["actor/loss"] = loss.item()
-            weight = (aggregation_units(m, mode) / total_units).item()
+            weight = accumulation_weight(m, total_units, mode).item()
             (loss * weight).backward()
             for key, value in parts.items():
                 sums[key] = sums.get(key, 0.0) + value * weight

@@ -273,6 +273,21 @@ class RunSpec(Section):
             raise ValueError("rollout.vllm_server_url is only used with engine='vllm'")
         return self
 
+    @model_validator(mode="after")
+    def _sound_objective(self) -> RunSpec:
+        a = self.algorithm
+        if a.kl_beta > 0 and not a.kl_in_reward and a.kl_estimator == "k1":
+            raise ValueError(
+                "algorithm.kl_estimator 'k1' as a loss term has zero expected gradient on-policy (it adds noise, not "
+                "regularisation): use 'k3' (or 'k2', 'abs') for a KL loss, or set kl_in_reward to keep k1 in the reward"
+            )
+        if a.policy_loss == "vanilla_pg" and a.ppo_epochs > 1:
+            raise ValueError(
+                "algorithm.policy_loss 'vanilla_pg' has no importance ratio, so passes after the first would train "
+                "off-policy uncorrected: use ppo_epochs 1, or 'ppo_clip' for several passes"
+            )
+        return self
+
     @property
     def loss_agg_norm(self) -> int:
         """Dr. GRPO's constant normaliser, resolved once: explicit value or max_new_tokens."""
@@ -352,15 +367,26 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 
+# Each description ends with how the preset differs from verl's actor defaults (token-mean loss,
+# clip 0.2/0.2, dual-clip c = 3 always on, no KL; a KL loss is k3 at 0.001), so a team comparing
+# with a verl run knows what to set. No preset turns dual-clip on (algorithm.dual_clip_c).
 PRESET_DESCRIPTIONS: dict[str, str] = {
-    "grpo": "GRPO (DeepSeekMath): group mean/std advantages, clipped ratio, k3 KL loss.",
-    "dr_grpo": "Dr. GRPO: no std division, constant-normalised token sum, no KL.",
-    "dapo": "DAPO: clip-higher, token-mean loss, dynamic sampling, soft overlong punishment.",
-    "gspo": "GSPO: sequence-level importance ratio with tight clipping.",
-    "rloo": "RLOO: leave-one-out baseline, KL folded into the reward.",
-    "reinforce_pp": "REINFORCE++: batch-whitened token returns with KL in the reward.",
-    "reinforce_pp_baseline": "REINFORCE++-baseline: group-mean baseline, batch-std normalisation.",
-    "lite_ppo": "Lite PPO: group-mean advantages over the batch std of the rewards, token-level loss.",
+    "grpo": "GRPO (DeepSeekMath): group mean/std advantages, clipped ratio, k3 KL loss. "
+    "vs verl: seq-mean-token-mean loss, KL loss beta 0.04 (the paper's), no dual-clip.",
+    "dr_grpo": "Dr. GRPO: no std division, constant-normalised token sum, no KL. "
+    "vs verl: seq-mean-token-sum-norm loss, no dual-clip.",
+    "dapo": "DAPO: clip-higher, token-mean loss, dynamic sampling, soft overlong punishment. "
+    "vs verl: clip high 0.28, no dual-clip.",
+    "gspo": "GSPO: sequence-level importance ratio with tight clipping. "
+    "vs verl: seq-mean-token-mean loss, clip 0.0003/0.0004, no dual-clip.",
+    "rloo": "RLOO: leave-one-out baseline, KL folded into the reward. "
+    "vs verl: k1 KL in the reward (beta 0.05), no dual-clip.",
+    "reinforce_pp": "REINFORCE++: batch-whitened token returns with KL in the reward. "
+    "vs verl: k1 KL in the reward (beta 0.01), no dual-clip.",
+    "reinforce_pp_baseline": "REINFORCE++-baseline: group-mean baseline, batch-std normalisation. "
+    "vs verl: k3 KL loss beta 0.01, no dual-clip.",
+    "lite_ppo": "Lite PPO: group-mean advantages over the batch std of the rewards, token-level loss. "
+    "vs verl: no dual-clip.",
 }
 
 

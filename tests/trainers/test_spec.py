@@ -68,6 +68,19 @@ def test_it_refuses_an_overlong_buffer_longer_than_the_completion():
     assert "overlong_buffer" in errs["__all__"]
 
 
+def test_k1_is_refused_as_a_kl_loss_term_and_kept_in_the_reward():
+    errs = errors_of({**BASE, "algorithm": {"kl_beta": 0.05, "kl_estimator": "k1"}})
+    assert "'k1' as a loss term has zero expected gradient on-policy" in errs["__all__"]
+    for allowed in ({"kl_beta": 0.05, "kl_estimator": "k1", "kl_in_reward": True}, {"kl_estimator": "k1"}):
+        RunSpec.model_validate({**BASE, "algorithm": allowed})  # in the reward, or no KL at all
+
+
+def test_vanilla_pg_is_refused_with_several_passes():
+    errs = errors_of({**BASE, "algorithm": {"policy_loss": "vanilla_pg", "ppo_epochs": 2}})
+    assert "'vanilla_pg' has no importance ratio" in errs["__all__"]
+    RunSpec.model_validate({**BASE, "algorithm": {"policy_loss": "vanilla_pg", "ppo_epochs": 1}})
+
+
 def test_it_refuses_a_dual_clip_the_policy_loss_would_ignore():
     errs = errors_of({**BASE, "algorithm": {"policy_loss": "gspo", "dual_clip_c": 3.0}})
     assert "dual_clip_c applies to policy_loss 'ppo_clip' only" in errs["__all__"]
@@ -77,6 +90,20 @@ def test_it_refuses_a_dual_clip_the_policy_loss_would_ignore():
 def test_every_preset_is_a_valid_spec(name):
     spec = RunSpec.model_validate(apply_preset(BASE, name))
     assert spec.algorithm.preset == name
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_preset_says_where_it_differs_from_verls_defaults(name):
+    from trainers.spec import PRESET_DESCRIPTIONS
+
+    values = RunSpec.model_validate({**BASE, "algorithm": preset_values(name)}).algorithm
+    verl_part = PRESET_DESCRIPTIONS[name].split("vs verl: ", 1)[1]
+    assert ("no dual-clip" in verl_part) == (values.dual_clip_c is None)  # verl applies c = 3
+    assert (values.loss_agg_mode in verl_part) == (values.loss_agg_mode != "token-mean")
+    if values.clip_ratio_high != 0.2:
+        assert f"{values.clip_ratio_high:g}" in verl_part
+    if values.kl_beta > 0:
+        assert f"beta {values.kl_beta:g}" in verl_part
 
 
 def test_explicit_algorithm_values_win_over_the_preset():

@@ -12,14 +12,15 @@ by the overlong filter) neither counts in the mean nor produces 0/0. A batch wit
 no valid token gives a loss of 0 that still backpropagates (zeros).
 
 With gradient accumulation over micro-batches, weight each micro-batch's loss by
-`aggregation_units(mask, mode)` / (the same summed over the step) to get exactly the
-loss of the whole batch.
+`accumulation_weight` (its share of the units the mode averages over; 1 for a sum) to get
+exactly the loss of the whole batch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
 from torch import Tensor
 
 from trainers.algorithms.masked import masked_mean, masked_sum
@@ -39,6 +40,13 @@ def _has_tokens(mask: Tensor) -> Tensor:
 def token_mean(loss_mat: Tensor, mask: Tensor, *, norm: int | None = None) -> Tensor:
     """sum_{i,t} l_it / (number of valid tokens): every token weighs the same (DAPO)."""
     return masked_mean(loss_mat, mask)
+
+
+@LOSS_AGGREGATIONS.register("token-sum")
+def token_sum(loss_mat: Tensor, mask: Tensor, *, norm: int | None = None) -> Tensor:
+    """sum_{i,t} l_it: every token weighs the same and the loss grows with the batch's tokens
+    (verl's "token-sum"; scale the learning rate with the batch)."""
+    return masked_sum(loss_mat, mask)
 
 
 @LOSS_AGGREGATIONS.register("seq-mean-token-mean")
@@ -71,9 +79,18 @@ def aggregate_loss(loss_mat: Tensor, mask: Tensor, mode: str, norm: int | None =
 
 
 def aggregation_units(mask: Tensor, mode: str) -> Tensor:
-    """What `mode` averages over in this (micro-)batch: valid tokens for token-mean,
+    """What `mode` averages over in this (micro-)batch: valid tokens for the token modes,
     sequences with a valid token for the seq-mean modes (scalar float tensor)."""
     LOSS_AGGREGATIONS.get(mode)  # refuse an unknown mode here too
-    if mode == "token-mean":
+    if mode.startswith("token-"):
         return mask.float().sum()
     return _has_tokens(mask).float().sum()
+
+
+def accumulation_weight(mask: Tensor, total_units: Tensor, mode: str) -> Tensor:
+    """The factor of a micro-batch's aggregated loss (its `mask`) that makes the accumulated
+    gradient the whole batch's: its share of the `total_units` the batch averages over, and 1
+    for a sum, whose parts add up as they are."""
+    if mode == "token-sum":
+        return torch.ones((), device=mask.device)
+    return aggregation_units(mask, mode) / total_units

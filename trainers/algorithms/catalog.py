@@ -24,13 +24,16 @@ POLICY_LOSSES: dict[str, str] = {
 
 LOSS_AGG_MODES: dict[str, str] = {
     "token-mean": "Mean over every valid token of the batch (DAPO).",
+    "token-sum": "Sum over every valid token of the batch: grows with the batch (verl's token-sum).",
     "seq-mean-token-mean": "Mean over tokens of each sequence, then over sequences (original GRPO).",
     "seq-mean-token-sum": "Sum over tokens of each sequence, then mean over sequences.",
     "seq-mean-token-sum-norm": "Sum over tokens divided by a constant (max response length), Dr. GRPO.",
 }
 
 KL_ESTIMATORS: dict[str, str] = {
-    "k1": "log(pi/pi_ref): unbiased, high variance.",
+    "k1": "log(pi/pi_ref): unbiased estimate, high variance. In the reward only: as a loss term its expected "
+    "gradient is zero on-policy (it adds noise, not regularisation), so kl_in_reward=false refuses it.",
     "k2": "0.5 * (log(pi/pi_ref))^2.",
     "k3": "pi_ref/pi - log(pi_ref/pi) - 1: unbiased, low variance, always >= 0 (Schulman).",
+    "abs": "|log(pi/pi_ref)|: biased, >= 0 (verl's 'abs').",
 }

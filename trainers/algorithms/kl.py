@@ -53,6 +53,12 @@ def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
     return (log_ratio.exp() - log_ratio - 1).clamp(max=K3_MAX)
 
 
+@KL_ESTIMATORS.register("abs")
+def kl_abs(logp: Tensor, ref_logp: Tensor) -> Tensor:
+    """|log pi(y) - log pi_ref(y)|: biased, >= 0 (verl's "abs")."""
+    return (logp - ref_logp).abs()
+
+
 def kl_penalty(logp: Tensor, ref_logp: Tensor, estimator: str) -> Tensor:
     """(B, T) per-token KL estimate with the named estimator (see `KL_ESTIMATORS`)."""
     return KL_ESTIMATORS.get(estimator)(logp, ref_logp)

@@ -9,13 +9,14 @@ loss_mat     mask
 import pytest
 import torch
 
-from trainers.algorithms.aggregation import LOSS_AGGREGATIONS, aggregate_loss, aggregation_units
+from trainers.algorithms.aggregation import LOSS_AGGREGATIONS, accumulation_weight, aggregate_loss, aggregation_units
 
 LOSS = torch.tensor([[1.0, 2, 3], [4, 5, 6], [7, 8, 9]])
 MASK = torch.tensor([[1.0, 1, 0], [1, 1, 1], [0, 0, 0]])
 
 EXPECTED = {
     "token-mean": (1 + 2 + 4 + 5 + 6) / 5,
+    "token-sum": 1 + 2 + 4 + 5 + 6,
     "seq-mean-token-mean": ((1 + 2) / 2 + (4 + 5 + 6) / 3) / 2,
     "seq-mean-token-sum": ((1 + 2) + (4 + 5 + 6)) / 2,
     "seq-mean-token-sum-norm": ((1 + 2) / 4 + (4 + 5 + 6) / 4) / 2,  # norm = 4
@@ -60,8 +61,8 @@ def test_seq_mean_token_sum_norm_refuses_a_missing_norm():
 
 
 def test_an_unknown_mode_lists_the_valid_modes():
-    with pytest.raises(KeyError, match="valid: token-mean, seq-mean-token-mean"):
-        aggregate_loss(LOSS, MASK, "token-sum")
+    with pytest.raises(KeyError, match="valid: token-mean, token-sum, seq-mean-token-mean"):
+        aggregate_loss(LOSS, MASK, "sequence-max")
 
 
 @pytest.mark.parametrize("mode", LOSS_AGGREGATIONS.names())
@@ -73,5 +74,7 @@ def test_micro_batches_weighted_by_their_units_give_the_whole_batch_loss(mode):
     whole = aggregate_loss(loss, mask, mode, norm=5)
     micro = [(loss[i : i + 2], mask[i : i + 2]) for i in range(0, 6, 2)]
     total_units = aggregation_units(mask, mode)
-    accumulated = sum(aggregate_loss(lm, m, mode, norm=5) * aggregation_units(m, mode) / total_units for lm, m in micro)
+    accumulated = sum(
+        aggregate_loss(lm, m, mode, norm=5) * accumulation_weight(m, total_units, mode) for lm, m in micro
+    )
     torch.testing.assert_close(accumulated, whole)

@@ -35,7 +35,11 @@ def test_k3_is_capped_at_ten_with_a_finite_gradient_far_from_the_reference():
     assert torch.isfinite(logp.grad).all()
 
 
-@pytest.mark.parametrize("name", ["k2", "k3"])
+def test_abs_is_the_absolute_log_ratio():
+    torch.testing.assert_close(kl_penalty(LOGP, REF, "abs"), torch.tensor([[0.5, 1.0]]))
+
+
+@pytest.mark.parametrize("name", ["k2", "k3", "abs"])
 def test_nonnegative_estimators_are_zero_when_the_policies_agree_and_positive_otherwise(name):
     assert kl_penalty(LOGP, LOGP, name).abs().max().item() == 0.0
     assert (kl_penalty(LOGP, REF, name) > 0).all()
