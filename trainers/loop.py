@@ -75,7 +75,7 @@ class Group:
     rewards: list[float]  # rubric reward (+ soft overlong penalty)
     advantages: list[float] = field(default_factory=list)  # sequence-level, set when trained on
 
-    has_spread: bool = True  # rewards not all equal (else no group estimator gives it a signal)
+    has_spread: bool = True  # the rubric outcomes are not all equal (else the answers carry no signal)
 
 
 def step_group_ids(prompt_ids: list[str]) -> list[str]:
@@ -329,14 +329,17 @@ class Trainer:
         timings["score"] += time.perf_counter() - t1
 
         algo, G = self.spec.algorithm, self.spec.algorithm.group_size
-        rewards = torch.tensor([r.reward for r in results], dtype=torch.float32)  # (B,)
+        outcomes = torch.tensor([r.reward for r in results], dtype=torch.float32)  # (B,) the rubric's verdicts
+        rewards = outcomes
         if algo.overlong_penalty:
             lengths = torch.tensor([len(g.token_ids) for gens in outputs for g in gens])  # (B,)
             rewards = rewards + overlong_soft_penalty(
                 lengths, self.spec.rollout.max_new_tokens, algo.overlong_buffer, algo.overlong_penalty_factor
             )
         group_index = torch.arange(len(prompts)).repeat_interleave(G)  # (B,)
-        spread = groups_with_reward_spread(rewards, group_index)  # (B,)
+        # Dynamic sampling keeps groups whose outcomes differ (DAPO): a length penalty alone
+        # telling the samples apart is no signal about the answers.
+        spread = groups_with_reward_spread(outcomes, group_index)  # (B,)
         return [
             Group(
                 p,

@@ -141,6 +141,34 @@ def test_dynamic_sampling_drops_groups_whose_rewards_agree(tiny_model_path, tmp_
     assert any("no update" in line for line in reporter.lines)
 
 
+def test_dynamic_sampling_judges_groups_by_the_rubric_outcome_not_the_length_penalty(tiny_model_path, tmp_path):
+    # Every completion scores 1; a stop string ends them at different lengths, so the soft overlong
+    # penalty alone makes their rewards differ. Same outcome everywhere: every group is dropped.
+    spec = tiny_spec(
+        tiny_model_path,
+        tmp_path,
+        rubric=ALWAYS_ONE,
+        rollout={"max_new_tokens": 8, "stop": [" "]},
+        algorithm={
+            "group_size": 4,
+            "dynamic_sampling": True,
+            "dynamic_sampling_max_rounds": 1,
+            "overlong_penalty": True,
+            "overlong_buffer": 7,
+        },  # fmt: skip
+        optim={"total_steps": 1, "prompts_per_step": 4},
+    )
+    reporter = MemoryReporter()
+    train(spec, reporter)
+    (_, metrics), (_, rollouts) = reporter.metric_points[0], reporter.rollout_batches[0]
+    shaped = {}
+    for r in rollouts:
+        shaped.setdefault(r.prompt_id, set()).add(r.reward)
+    assert any(len(rewards) > 1 for rewards in shaped.values()), "the penalty should tell some samples apart"
+    assert metrics["data/groups_kept"] == 0 and "actor/loss" not in metrics
+    assert metrics["reward/frac_zero_std_groups"] == 1.0
+
+
 def test_the_soft_overlong_penalty_lowers_rewards_near_the_limit(tiny_model_path, tmp_path):
     factor, buffer, limit = 0.5, 2, 6
     spec = tiny_spec(
