@@ -153,6 +153,24 @@ def average_gradients(parameters: Iterable[torch.nn.Parameter], info: DistInfo) 
             grad.copy_(synced)
 
 
+def sum_over_processes(value: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    """`value` (a tensor) summed over the processes; itself alone. Every process must call it."""
+    if not info.enabled:
+        return value
+    total = value.detach().clone()
+    torch.distributed.all_reduce(total)
+    return total
+
+
+def any_process(flag: bool, info: DistInfo, device: torch.device | str = "cpu") -> bool:
+    """Whether `flag` holds on at least one process (every process gets the same answer)."""
+    if not info.enabled:
+        return flag
+    value = torch.tensor([1.0 if flag else 0.0], device=device)
+    torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.MAX)
+    return bool(value.item())
+
+
 def mean_over_processes(values: dict[str, float], info: DistInfo) -> dict[str, float]:
     """Each metric averaged over the processes that report it (a process whose groups were all
     filtered out has no actor/ metrics that step). Every process gets the same dict."""

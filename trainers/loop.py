@@ -37,6 +37,7 @@ from trainers.algorithms.token_rewards import token_level_rewards
 from trainers.data import Prompt, PromptSource, load_prompts
 from trainers.distributed import (
     NullReporter,
+    any_process,
     average_gradients,
     broadcast_parameters,
     cleanup,
@@ -45,6 +46,7 @@ from trainers.distributed import (
     init_distributed,
     mean_over_processes,
     shard,
+    sum_over_processes,
 )
 from trainers.engines.base import Generation, RolloutEngine, SamplingParams, create_engine
 from trainers.engines.mismatch import logprob_gap, tis_clip_frac, tis_weights
@@ -254,9 +256,9 @@ class Trainer:
             metrics.update(self._update(train_groups))
         else:
             self.reporter.log(f"step {self.step_count + 1}: every group's rewards agree; no update")
-            if self.dist.enabled:  # the other processes average gradients with this one: join with none
+            if self.dist.enabled:  # the other processes count units and average gradients with this one
                 for _ in range(spec.algorithm.ppo_epochs):
-                    self._apply_gradients()
+                    self._join_pass_without_data()
         lr = self.scheduler.get_last_lr()[0]  # the rate this step's update used
         with warnings.catch_warnings():
             # The schedule counts steps, updated or not; torch warns when a step had no optimiser step.
@@ -307,9 +309,14 @@ class Trainer:
         generated: list[Group] = []
         max_rounds = algo.dynamic_sampling_max_rounds if algo.dynamic_sampling else 1
         rounds = 0
-        while rounds < max_rounds and len(kept) < self.local_prompts:
+        # Under several processes every one draws each round's prompts, generating only while it
+        # still needs groups: their data positions stay in step and their shards never overlap.
+        while rounds < max_rounds and any_process(len(kept) < self.local_prompts, self.dist, self.device):
             rounds += 1
-            groups = self._generate_and_score(shard(self.source.next_batch(n_prompts), self.dist), timings)
+            prompts = shard(self.source.next_batch(n_prompts), self.dist)
+            if len(kept) >= self.local_prompts:
+                continue
+            groups = self._generate_and_score(prompts, timings)
             generated.extend(groups)
             kept.extend(g for g in groups if g.has_spread or not algo.dynamic_sampling)
         return kept, generated, rounds
@@ -448,8 +455,13 @@ class Trainer:
         pass's logprobs (before the step) are written into `trainer_logp` (B, T) when it is given."""
         spec, algo = self.spec, self.spec.algorithm
         mode = algo.loss_agg_mode
-        total_units = aggregation_units(loss_mask, mode).clamp(min=1)
-        sums: dict[str, float] = {}
+        # The loss is the whole step's over every process: units are counted over all of them, and
+        # each process's share is scaled by the process count, which averaging gradients divides out.
+        local_units = aggregation_units(loss_mask, mode)
+        total_units = sum_over_processes(local_units, self.dist).clamp(min=1)
+        scale = self.dist.world_size
+        local_units = local_units.clamp(min=1)
+        sums: dict[str, float] = {}  # diagnostics: this process's own weighted means
         self.model.train()
         for rows in micro_batches(batch, spec.optim.micro_batch_size):
             mb = batch.select(rows)
@@ -490,12 +502,18 @@ class Trainer:
                 loss = loss - algo.entropy_coef * entropy_loss
             parts["actor/entropy"] = entropy_loss.item()
             parts["actor/loss"] = loss.item()
-            weight = accumulation_weight(m, total_units, mode).item()
-            (loss * weight).backward()
+            (loss * accumulation_weight(m, total_units, mode) * scale).backward()
+            weight = accumulation_weight(m, local_units, mode).item()
             for key, value in parts.items():
                 sums[key] = sums.get(key, 0.0) + value * weight
         sums["actor/grad_norm"] = self._apply_gradients()
         return sums
+
+    def _join_pass_without_data(self) -> None:
+        """This process's part of an optimisation pass when all its groups were filtered out:
+        no units, no gradient, the same collectives as the others."""
+        sum_over_processes(torch.zeros((), device=self.device), self.dist)
+        self._apply_gradients()
 
     def _apply_gradients(self) -> float:
         """Average the accumulated gradients over processes (data parallel; a no-op alone), clip,

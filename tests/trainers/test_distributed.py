@@ -90,3 +90,40 @@ def test_a_run_on_two_processes_keeps_their_weights_identical_and_reports_once(t
     assert main["states"][-1][0] == "succeeded"
     assert [step for step, _ in main["checkpoints"]] == [2]
     assert other == {"metrics": [], "states": [], "checkpoints": []}
+
+
+@pytest.mark.timeout(240)
+def test_two_processes_compute_the_one_process_loss_gradient_with_unequal_lengths_and_a_filtered_rank(
+    tiny_model_path, tmp_path
+):
+    """The trainer's pass on 5 completions of 1 to 8 tokens (micro-batches of 2): split over two
+    gloo processes, or all on one with the other's groups all filtered out, the gradient equals
+    one process's on the whole batch, for token-mean, seq-mean-token-mean and token-sum (a mean
+    of per-process means, or a process adding zero, would not)."""
+    import sys
+
+    spec = tiny_spec(tiny_model_path, tmp_path, optim={"micro_batch_size": 2, "max_grad_norm": None})
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(spec.model_dump_json())
+    args = [str(spec_path), str(tmp_path)]
+    alone = subprocess.run([sys.executable, "-m", "tests.trainers.distributed_loss_worker", *args], cwd=ROOT,
+                           capture_output=True, text=True, timeout=110)  # fmt: skip
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    cmd = torchrun_command(args, 2, module="tests.trainers.distributed_loss_worker")
+    pair = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=110)
+    assert pair.returncode == 0, pair.stderr[-3000:]
+
+    reference = torch.load(tmp_path / "grads-world1-rank0.pt")
+    ranks = [torch.load(tmp_path / f"grads-world2-rank{r}.pt") for r in range(2)]
+    worst = 0.0
+    for case, grads in ranks[0].items():
+        mode = case.split("/")[0]
+        expected = reference[f"{mode}/shard"]  # alone, both splits are the whole batch
+        for name, grad in grads.items():
+            assert torch.equal(grad, ranks[1][case][name]), f"{case} {name}: the processes disagree"
+            # float32 sums in another order: 1e-6 of the gradient's scale (absolute below 1)
+            error = (grad - expected[name]).abs().max().item() / max(1.0, expected[name].abs().max().item())
+            worst = max(worst, error)
+            assert error < 1e-6, f"{case} {name}"
+    assert any(g.abs().max() > 1e-3 for g in reference["token-mean/shard"].values())  # a real gradient
+    print(f"\nlargest |2-process - 1-process| gradient entry (relative above 1): {worst:.1e}")
