@@ -267,6 +267,7 @@ class Trainer:
         self.engine.update_weights(self.model)
         self.step_count += 1
         self.last_groups = generated
+        self.last_trained = {id(grp) for grp in train_groups}
 
         step_s = time.perf_counter() - started
         train_s = time.perf_counter() - train_started
@@ -552,6 +553,7 @@ class Trainer:
                 num_tokens=len(gen.token_ids),
                 finish_reason=gen.finish_reason,
                 logprobs=gen.logprobs,
+                trained=id(grp) in self.last_trained,
             )
             for grp, group_id in zip(groups, group_ids, strict=True)
             for j, (gen, res) in enumerate(zip(grp.generations, grp.results, strict=True))

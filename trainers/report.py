@@ -37,6 +37,9 @@ class Rollout:
     num_tokens: int = 0
     finish_reason: str = "stop"  # "stop" | "length"
     logprobs: list[float] | None = None
+    # False for groups the update did not train on: dropped by dynamic sampling (outcomes agree)
+    # or generated beyond the step's batch by its last round (the surplus). Their advantage is 0.
+    trained: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -131,7 +131,7 @@ class DatabaseReporter:
             run_id=self.run_id, step=rollout.step, prompt_id=str(rollout.prompt_id), sample_index=rollout.sample_index,
             prompt=without_nul(rollout.prompt), completion=completion, preview=text[:PREVIEW_CHARS],
             reward=float(rollout.reward), advantage=float(rollout.advantage), num_tokens=int(rollout.num_tokens),
-            finish_reason=rollout.finish_reason, scores=scores, logprobs=rollout.logprobs,
+            finish_reason=rollout.finish_reason, scores=scores, logprobs=rollout.logprobs, trained=rollout.trained,
         )  # fmt: skip
 
 

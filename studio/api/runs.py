@@ -44,7 +44,7 @@ class RolloutSerializer(serializers.ModelSerializer):
     class Meta:
         model = Rollout
         fields = ["id", "run", "step", "prompt_id", "sample_index", "prompt", "completion", "reward", "advantage",
-                  "num_tokens", "finish_reason", "scores", "logprobs"]  # fmt: skip
+                  "num_tokens", "finish_reason", "trained", "scores", "logprobs"]  # fmt: skip
 
 
 class CloneRunSerializer(serializers.Serializer):

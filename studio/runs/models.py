@@ -137,6 +137,9 @@ class Rollout(models.Model):
     finish_reason = models.CharField(max_length=20, default="stop")
     scores = models.JSONField(default=dict, help_text="{criterion: {score, explanation, error}}")
     logprobs = models.JSONField(null=True, blank=True)
+    trained = models.BooleanField(
+        default=True, help_text="False: dynamic sampling dropped its group, or generated it beyond the batch."
+    )
 
     class Meta:
         indexes = [
@@ -159,6 +162,7 @@ class Rollout(models.Model):
             "advantage": self.advantage,
             "num_tokens": self.num_tokens,
             "finish_reason": self.finish_reason,
+            "trained": self.trained,
             "scores": {name: s.get("score") for name, s in self.scores.items()},
             "preview": self.preview,
         }

@@ -77,6 +77,8 @@ def filtered(run_id: int, params) -> QuerySet[Rollout]:
             rows = rows.filter(**{lookup: value})
     if params.get("finish_reason"):
         rows = rows.filter(finish_reason=params["finish_reason"])
+    if (params.get("trained") or "").strip():
+        rows = rows.filter(trained=_flag(params, "trained"))
     if params.get("prompt_id"):
         rows = rows.filter(prompt_id=params["prompt_id"])
     if params.get("q"):

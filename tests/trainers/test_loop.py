@@ -138,6 +138,7 @@ def test_dynamic_sampling_drops_groups_whose_rewards_agree(tiny_model_path, tmp_
     assert "actor/loss" not in metrics
     assert len(rollouts) == 3 * 2 * 4  # every generated group is reported, with advantage 0
     assert all(r.advantage == 0.0 for r in rollouts)
+    assert not any(r.trained for r in rollouts)  # and marked: none of them trained
     assert any("no update" in line for line in reporter.lines)
 
 
@@ -268,6 +269,7 @@ def test_dynamic_sampling_tops_up_a_partly_filled_batch_from_the_next_round(tiny
     assert [[r.reward for r in g] for g in by_group] == [[1, 0, 1, 0], [1, 1, 1, 1], [1, 0, 1, 0], [1, 1, 1, 1]]
     assert all(r.advantage != 0 for g in (by_group[0], by_group[2]) for r in g)
     assert all(r.advantage == 0 for g in (by_group[1], by_group[3]) for r in g)
+    assert [{r.trained for r in g} for g in by_group] == [{True}, {False}, {True}, {False}]
 
 
 # Calls numbered per sandbox process: 1 scores, 2 raises, 3 allocates without bound, 4 hangs.

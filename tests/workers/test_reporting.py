@@ -40,10 +40,16 @@ class ReporterTest(StudioTestCase):
     def test_rollout_events_carry_summaries_with_database_ids(self):
         run = self.make_run("running")
         reporter = DatabaseReporter(run.pk)
-        reporter.rollouts(3, [rollout(3, 0, 0.25)])
+        surplus = rollout(3, 1, 0.5)
+        surplus.trained = False
+        reporter.rollouts(3, [rollout(3, 0, 0.25), surplus])
         reporter.flush()
-        item = RunEvent.objects.get(run=run, kind="rollouts").payload["items"][0]
-        self.assertEqual(item["id"], RolloutRow.objects.get(run=run).pk)
+        items = RunEvent.objects.get(run=run, kind="rollouts").payload["items"]
+        self.assertEqual([(i["sample_index"], i["trained"]) for i in items], [(0, True), (1, False)])
+        self.assertEqual(list(RolloutRow.objects.filter(run=run).order_by("sample_index").values_list("trained", flat=True)),
+                         [True, False])  # fmt: skip
+        item = items[0]
+        self.assertEqual(item["id"], RolloutRow.objects.get(run=run, sample_index=0).pk)
         self.assertEqual(item["scores"], {"letter": 0.25})
         self.assertEqual(item["preview"], "a" * 200)
 

@@ -9,7 +9,7 @@ const PAGE = 50;
 // Live rollouts go straight into the list until it holds this many rows; past that a banner
 // offers a refresh instead, so a long run never makes the list (and each re-render) unbounded.
 const LIVE_ROWS_MAX = 500;
-const FILTERS = ["step_min", "step_max", "reward_min", "reward_max", "criterion", "score_min", "score_max", "finish_reason", "q", "note", "order"];
+const FILTERS = ["step_min", "step_max", "reward_min", "reward_max", "criterion", "score_min", "score_max", "finish_reason", "trained", "q", "note", "order"];
 // The notes select's value for "any note"; every other value is a tag.
 const ANY_NOTE = "*";
 
@@ -229,7 +229,7 @@ export class Inspector {
           <td class="num">${it.step}</td>
           <td class="mono">${esc(it.prompt_id)}<span class="muted">#${it.sample_index}</span></td>
           <td class="num reward ${rewardClass(it.reward)}">${fmt(it.reward, 3)}</td>
-          <td class="num">${fmt(it.advantage, 3)}</td>
+          <td class="num">${fmt(it.advantage, 3)}${it.trained === false ? ' <span class="tag untrained" title="not trained: its group was dropped by dynamic sampling or generated beyond the batch">untrained</span>' : ""}</td>
           <td class="num">${it.num_tokens}</td>
           <td><span class="finish finish-${esc(it.finish_reason)}">${esc(it.finish_reason)}</span></td>
           <td class="scores col-wide">${scores}</td>
@@ -268,6 +268,7 @@ export class Inspector {
     if (!within(it.step, num(p.step_min), num(p.step_max))) return false;
     if (!within(it.reward, num(p.reward_min), num(p.reward_max))) return false;
     if (p.finish_reason && it.finish_reason !== p.finish_reason) return false;
+    if (p.trained && it.trained !== (p.trained === "1")) return false;
     if (p.has_note || p.note_tag) return false; // a rollout that just arrived carries no note yet
     if (p.criterion) {
       const s = (it.scores || {})[p.criterion];

@@ -52,6 +52,16 @@ def test_filters_combine(api, alice, run, rows):  # noqa: F811
     assert [(r["step"], r["sample_index"], r["finish_reason"]) for r in body["results"]] == [(5, 9, "length")]
 
 
+def test_the_trained_filter_separates_dropped_and_surplus_groups_from_the_trained_ones(api, alice, run, rows):  # noqa: F811
+    Rollout.objects.filter(run=run, step=4).update(trained=False, advantage=0.0)
+    api.force_authenticate(alice)
+    untrained = api.get(url(run, trained="0", limit=200)).json()["results"]
+    assert {(r["step"], r["trained"]) for r in untrained} == {(4, False)} and len(untrained) == 4
+    assert len(api.get(url(run, trained="1", limit=200)).json()["results"]) == len(rows) - 4
+    response = api.get(url(run, trained="maybe"))
+    assert response.status_code == 400 and "trained" in response.json()
+
+
 def test_criterion_score_filter(api, alice, run, rows):  # noqa: F811
     api.force_authenticate(alice)
     body = api.get(url(run, criterion="correct", score_min=2, limit=200)).json()
