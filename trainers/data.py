@@ -24,6 +24,30 @@ class DataError(ValueError):
     """Bad dataset input; the message names the file, row and field."""
 
 
+class RowError(DataError):
+    """One row fails the field mapping. `field` and `reason` are what the studio's dataset check
+    lists per row ("prompt", "missing"); the message is the whole sentence a failed run shows."""
+
+    def __init__(self, message: str, *, field: str, reason: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class FieldMapping:
+    """Which fields of a row hold the prompt (text, or chat messages), the answer and the extras."""
+
+    prompt_field: str | None = "prompt"
+    messages_field: str | None = None
+    answer_field: str | None = None
+    extra_fields: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, spec: DataSpec) -> FieldMapping:
+        return cls(spec.prompt_field, spec.messages_field, spec.answer_field, tuple(spec.extra_fields))
+
+
 @dataclass(frozen=True)
 class PromptRow:
     """One dataset row mapped to what a run needs. `row` is 1-based (the line number for JSONL)."""
@@ -151,47 +175,58 @@ def load_rows(spec: DataSpec) -> list[PromptRow]:
         records = records[: spec.limit]
     if not records:
         raise DataError(f"{path.name}: the dataset has no rows")
-    return [_map_row(path.name, row, rec, spec) for row, rec in records]
+    mapping = FieldMapping.of(spec)
+    return [map_row(path.name, row, rec, mapping) for row, rec in records]
 
 
-def _map_row(name: str, row: int, rec: dict[str, Any], spec: DataSpec) -> PromptRow:
-    def fail(msg: str) -> DataError:
-        return DataError(f"{name} row {row}: {msg}")
+def map_row(name: str, row: int, rec: dict[str, Any], mapping: FieldMapping) -> PromptRow:
+    """A record as the run uses it, or `RowError` naming its first bad field. The one rule for a
+    row: the studio's dataset check calls it on every row, so a row it accepts is one a run accepts."""
+
+    def fail(field: str, reason: str, sentence: str) -> RowError:
+        return RowError(f"{name} row {row}: {sentence}", field=field, reason=reason)
 
     def get(key: str) -> Any:
-        if key not in rec:
-            raise fail(f"field {key!r} is missing; available fields: {', '.join(map(str, rec)) or '(none)'}")
+        if rec.get(key) is None:  # a null answer is no answer
+            available = ", ".join(map(str, rec)) or "(none)"
+            raise fail(key, "missing", f"field {key!r} is missing; available fields: {available}")
         return rec[key]
 
-    if spec.messages_field:
-        prompt: str | list[dict[str, str]] = _messages(get(spec.messages_field), spec.messages_field, fail)
+    if mapping.messages_field:
+        prompt: str | list[dict[str, str]] = _messages(get(mapping.messages_field), mapping.messages_field, fail)
     else:
-        value = get(spec.prompt_field)
+        value = get(mapping.prompt_field)
         if not isinstance(value, str) or not value.strip():
-            raise fail(f"field {spec.prompt_field!r} must be non-empty text, got {value!r:.60}")
+            reason = "must be non-empty text"
+            raise fail(mapping.prompt_field, reason, f"field {mapping.prompt_field!r} {reason}, got {value!r:.60}")
         prompt = value
     fields: dict[str, Any] = {}
-    if spec.answer_field:
-        fields["answer"] = get(spec.answer_field)
-    for key in spec.extra_fields:
-        fields[key] = get(key)
+    if mapping.answer_field:
+        fields["answer"] = get(mapping.answer_field)
+    for key in mapping.extra_fields:
+        if key not in rec:  # an extra field may be null; it must be there
+            available = ", ".join(map(str, rec)) or "(none)"
+            raise fail(key, "missing", f"field {key!r} is missing; available fields: {available}")
+        fields[key] = rec[key]
     return PromptRow(id=str(row), row=row, prompt=prompt, fields=fields)
 
 
 def _messages(value: Any, key: str, fail) -> list[dict[str, str]]:
+    shape = "must be a non-empty list of {role, content} messages"
     if isinstance(value, str):  # CSV cells hold JSON text
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
-            raise fail(f"field {key!r} must be a list of {{role, content}} messages, got text") from None
+            raise fail(key, shape, f"field {key!r} must be a list of {{role, content}} messages, got text") from None
     if not isinstance(value, list) or not value:
-        raise fail(f"field {key!r} must be a non-empty list of {{role, content}} messages")
+        raise fail(key, shape, f"field {key!r} {shape}")
     out = []
     for i, msg in enumerate(value):
         if not isinstance(msg, dict) or not isinstance(msg.get("content"), str):
-            raise fail(f"field {key!r} message {i}: needs a text 'content'")
+            raise fail(f"{key}[{i}]", "needs a text 'content'", f"field {key!r} message {i}: needs a text 'content'")
         if msg.get("role") not in _ROLES:
-            raise fail(f"field {key!r} message {i}: role must be one of {', '.join(_ROLES)}, got {msg.get('role')!r}")
+            reason = f"role must be one of {', '.join(_ROLES)}, got {msg.get('role')!r}"
+            raise fail(f"{key}[{i}]", reason, f"field {key!r} message {i}: {reason}")
         out.append({"role": msg["role"], "content": msg["content"]})
     return out
 

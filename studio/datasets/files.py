@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainers.data import FieldMapping, RowError, map_row
+
 EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 PREVIEW_ROWS = 20
 MAX_ERRORS = 50
@@ -137,42 +139,14 @@ def _hf_folder(path: Path, split: str) -> Iterator[tuple[int, Any]]:
         offset += last
 
 
-def check_row(record: dict[str, Any], row: int, mapping: dict[str, Any], report: Inspection) -> None:
-    """Record every way this row fails the field mapping (missing prompt, malformed messages...)."""
-    prompt_field, messages_field = mapping.get("prompt_field"), mapping.get("messages_field")
-    if messages_field:
-        _check_messages(record.get(messages_field), row, messages_field, report)
-    elif prompt_field:
-        value = record.get(prompt_field)
-        if prompt_field not in record:
-            report.add_error(row, prompt_field, "missing")
-        elif not isinstance(value, str) or not value.strip():
-            report.add_error(row, prompt_field, "must be non-empty text")
-    answer_field = mapping.get("answer_field")
-    if answer_field and record.get(answer_field) is None:
-        report.add_error(row, answer_field, "missing")
-    for name in mapping.get("extra_fields") or []:
-        if name not in record:
-            report.add_error(row, name, "missing")
-
-
-def _check_messages(value: Any, row: int, name: str, report: Inspection) -> None:
-    if value is None:
-        report.add_error(row, name, "missing")
-        return
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            report.add_error(row, name, "must be a list of {role, content} messages")
-            return
-    if not isinstance(value, list) or not value:
-        report.add_error(row, name, "must be a non-empty list of {role, content} messages")
-        return
-    for i, message in enumerate(value):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str) or "content" not in message:
-            report.add_error(row, f"{name}[{i}]", "must be an object with 'role' and 'content'")
-            return
+def check_row(record: dict[str, Any], row: int, mapping: FieldMapping, report: Inspection) -> None:
+    """Record the row's first failure of the field mapping, by the trainer's own rule (`map_row`)."""
+    if not (mapping.prompt_field or mapping.messages_field):
+        return  # nothing mapped yet: the experiment's launch names what is missing
+    try:
+        map_row("", row, record, mapping)
+    except RowError as exc:
+        report.add_error(row, exc.field, exc.reason)
 
 
 def inspect_dataset(path: str | Path, fmt: str, *, split: str = "train", preview_rows: int = PREVIEW_ROWS,
@@ -180,6 +154,8 @@ def inspect_dataset(path: str | Path, fmt: str, *, split: str = "train", preview
     """One streaming pass: columns and preview from the first rows, count and mapping errors from all."""
     path = Path(path)
     report = Inspection()
+    fields = FieldMapping(mapping.get("prompt_field"), mapping.get("messages_field"), mapping.get("answer_field"),
+                          tuple(mapping.get("extra_fields") or ()))  # fmt: skip
     seen: dict[str, None] = {}
     for row, record in iter_rows(path, fmt, split):
         report.row_count += 1
@@ -189,7 +165,7 @@ def inspect_dataset(path: str | Path, fmt: str, *, split: str = "train", preview
         if report.row_count <= preview_rows:
             report.preview.append(_jsonable(record))
             seen.update(dict.fromkeys(record))
-        check_row(record, row, mapping, report)
+        check_row(record, row, fields, report)
     report.columns = list(seen)
     if report.row_count == 0:
         report.add_error(0, None, "the dataset has no rows")

@@ -110,6 +110,27 @@ class DatasetsTest(StudioTestCase):
         )
         self.assertEqual([(e["row"], e["field"]) for e in dataset.errors], [(2, "messages"), (3, "messages[0]")])
 
+    def test_a_row_the_run_would_refuse_is_an_error_here_too(self):
+        from trainers.data import DataError, load_rows
+        from trainers.spec import DataSpec
+
+        rows = [
+            {"messages": [{"role": "user", "content": "hi"}], "answer": "1"},
+            {"messages": [{"role": "function", "content": "x"}], "answer": "2"},  # not a chat role
+            {"messages": [{"role": "user", "content": [{"type": "image"}]}], "answer": "3"},  # not text
+            {"messages": [{"role": "user", "content": "ok"}], "answer": None},
+        ]
+        dataset = self.make_dataset(rows, name="roles.jsonl", prompt_field="", messages_field="messages")
+        self.assertEqual([(e["row"], e["field"]) for e in dataset.errors],
+                         [(2, "messages[0]"), (3, "messages[0]"), (4, "answer")])  # fmt: skip
+        self.assertIn("role must be one of", dataset.errors[0]["message"])
+        spec = DataSpec(path=dataset.path, prompt_field=None, messages_field="messages")
+        with self.assertRaisesRegex(DataError, "row 2: field 'messages' message 0: role must be one of"):
+            load_rows(spec)
+        valid = self.make_dataset(rows[:1], name="ok.jsonl", prompt_field="", messages_field="messages")
+        self.assertEqual(valid.error_count, 0)
+        self.assertEqual(len(load_rows(DataSpec(path=valid.path, prompt_field=None, messages_field="messages"))), 1)
+
     def test_an_unknown_extension_is_refused_with_the_file_named(self):
         response = self.upload("data.txt", b"hello")
         self.assertEqual(response.status_code, 400)
