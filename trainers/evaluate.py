@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -17,7 +16,7 @@ from trainers.data import load_prompts
 from trainers.engines.base import SamplingParams, create_engine
 from trainers.loop import seed_everything
 from trainers.models import default_device, load_policy
-from trainers.report import Reporter, Rollout
+from trainers.report import Reporter, Rollout, failure_reported
 from trainers.rewards.rubric import Rubric
 from trainers.rewards.sample import Sample
 from trainers.spec import RunSpec
@@ -53,54 +52,53 @@ def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] 
     reporter.status("running", f"evaluating {spec.eval.checkpoint or spec.model.path}")
     rubric = engine = None
     try:
-        seed_everything(spec.optim.seed)
-        model, tokenizer = load_policy(spec.model, default_device(), checkpoint=spec.eval.checkpoint)
-        model.eval()
-        prompts = load_prompts(spec.data, tokenizer)[: spec.eval.num_prompts]
-        rubric = Rubric.from_spec(spec.rubric)
-        engine = create_engine(spec, model=model, tokenizer=tokenizer)
-        k = spec.eval.samples_per_prompt
-        params = SamplingParams.from_spec(spec)
-        chunk = max(1, spec.rollout.generation_batch_size // k)  # prompts per engine call
-        rewards: list[list[float]] = []
-        passed: list[list[bool]] = []
-        criteria: dict[str, list[float]] = {name: [] for name in rubric.names}
-        stopped = False
-        for start in range(0, len(prompts), chunk):
-            if should_stop():
-                stopped = True
-                break
-            batch = prompts[start : start + chunk]
-            t0 = time.perf_counter()
-            outputs = engine.generate([p.token_ids for p in batch], k, params)
-            samples = [
-                Sample(p.row.prompt, g.text, p.row.fields) for p, gens in zip(batch, outputs, strict=True) for g in gens
-            ]
-            results = rubric.score(samples)
-            rollouts = []
-            for i, (p, gens) in enumerate(zip(batch, outputs, strict=True)):
-                group = results[i * k : (i + 1) * k]
-                rewards.append([r.reward for r in group])
-                passed.append([bool(r.passed) for r in group])
-                for name in rubric.names:
-                    criteria[name].extend(r.scores[name].score for r in group)
-                rollouts += [
-                    Rollout(
-                        0, p.id, j, p.row.prompt, g.text, r.reward, r.scores, 0.0, len(g.token_ids), g.finish_reason
-                    )
-                    for j, (g, r) in enumerate(zip(gens, group, strict=True))
+        with failure_reported(reporter):
+            seed_everything(spec.optim.seed)
+            model, tokenizer = load_policy(spec.model, default_device(), checkpoint=spec.eval.checkpoint)
+            model.eval()
+            prompts = load_prompts(spec.data, tokenizer)[: spec.eval.num_prompts]
+            rubric = Rubric.from_spec(spec.rubric)
+            engine = create_engine(spec, model=model, tokenizer=tokenizer)
+            k = spec.eval.samples_per_prompt
+            params = SamplingParams.from_spec(spec)
+            chunk = max(1, spec.rollout.generation_batch_size // k)  # prompts per engine call
+            rewards: list[list[float]] = []
+            passed: list[list[bool]] = []
+            criteria: dict[str, list[float]] = {name: [] for name in rubric.names}
+            stopped = False
+            for start in range(0, len(prompts), chunk):
+                if should_stop():
+                    stopped = True
+                    break
+                batch = prompts[start : start + chunk]
+                t0 = time.perf_counter()
+                outputs = engine.generate([p.token_ids for p in batch], k, params)
+                samples = [
+                    Sample(p.row.prompt, g.text, p.row.fields)
+                    for p, gens in zip(batch, outputs, strict=True)
+                    for g in gens
                 ]
-            reporter.log(f"evaluated {start + len(batch)}/{len(prompts)} prompts ({time.perf_counter() - t0:.2f}s)")
-            reporter.rollouts(0, rollouts)  # last: it closes the batch for reporters that flush on it
-        metrics = _metrics(rewards, passed, criteria, k, has_threshold=spec.rubric.pass_threshold is not None)
-        reporter.metrics(0, metrics)
-        status = "cancelled" if stopped else "succeeded"
-        reporter.status(status, f"{len(rewards)} prompts x {k} samples")
-        return EvalResult(status, len(rewards), k, metrics)
-    except BaseException as exc:
-        reporter.log(traceback.format_exc())
-        reporter.status("failed", f"{type(exc).__name__}: {exc}")
-        raise
+                results = rubric.score(samples)
+                rollouts = []
+                for i, (p, gens) in enumerate(zip(batch, outputs, strict=True)):
+                    group = results[i * k : (i + 1) * k]
+                    rewards.append([r.reward for r in group])
+                    passed.append([bool(r.passed) for r in group])
+                    for name in rubric.names:
+                        criteria[name].extend(r.scores[name].score for r in group)
+                    rollouts += [
+                        Rollout(
+                            0, p.id, j, p.row.prompt, g.text, r.reward, r.scores, 0.0, len(g.token_ids), g.finish_reason
+                        )
+                        for j, (g, r) in enumerate(zip(gens, group, strict=True))
+                    ]
+                reporter.log(f"evaluated {start + len(batch)}/{len(prompts)} prompts ({time.perf_counter() - t0:.2f}s)")
+                reporter.rollouts(0, rollouts)  # last: it closes the batch for reporters that flush on it
+            metrics = _metrics(rewards, passed, criteria, k, has_threshold=spec.rubric.pass_threshold is not None)
+            reporter.metrics(0, metrics)
+            status = "cancelled" if stopped else "succeeded"
+            reporter.status(status, f"{len(rewards)} prompts x {k} samples")
+            return EvalResult(status, len(rewards), k, metrics)
     finally:
         # A failed or cancelled evaluation gives its engine's memory back too (a vLLM engine
         # lives in the worker process, which goes on to the next run).

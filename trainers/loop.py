@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import random
 import time
-import traceback
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,7 +51,7 @@ from trainers.engines.base import Generation, RolloutEngine, SamplingParams, cre
 from trainers.engines.mismatch import logprob_gap, tis_clip_frac, tis_weights
 from trainers.logprobs import TokenBatch, batched_logprobs, micro_batches, token_logprobs
 from trainers.models import Reference, default_device, load_policy, load_reference, trainable_parameters
-from trainers.report import Reporter, Rollout
+from trainers.report import Reporter, Rollout, failure_reported
 from trainers.rewards.rubric import Rubric
 from trainers.rewards.sample import RubricResult, Sample
 from trainers.spec import RunSpec
@@ -125,12 +124,9 @@ def train(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] = l
     reporter.status("running", spec.name)
     trainer = None
     try:
-        trainer = Trainer(spec, reporter)
-        return trainer.fit(should_stop)
-    except BaseException as exc:
-        reporter.log(traceback.format_exc())
-        reporter.status("failed", f"{type(exc).__name__}: {exc}")
-        raise
+        with failure_reported(reporter):
+            trainer = Trainer(spec, reporter)
+            return trainer.fit(should_stop)
     finally:
         if trainer is not None:
             trainer.close()

@@ -5,6 +5,9 @@ Plain dataclasses (no torch) so the studio and the workers can build and read th
 
 from __future__ import annotations
 
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -90,3 +93,15 @@ class MemoryReporter:
     def series(self, key: str) -> list[float]:
         """Values of one metric key in step order."""
         return [values[key] for _, values in self.metric_points if key in values]
+
+
+@contextmanager
+def failure_reported(reporter: Reporter) -> Iterator[None]:
+    """Report an exception raised in the block as the run's failure, then let it propagate:
+    the traceback goes to the run's log, "<type>: <message>" to its status."""
+    try:
+        yield
+    except BaseException as exc:
+        reporter.log(traceback.format_exc())
+        reporter.status("failed", f"{type(exc).__name__}: {exc}")
+        raise

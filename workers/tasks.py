@@ -88,8 +88,10 @@ def execute_run(run_id: int, worker: str) -> str:
         return "not-queued"
     reporter = DatabaseReporter(run_id)
     stop_beat = _start_heartbeat(run_id)
+    reported = False  # True while train/evaluate run: they put their own failure's traceback in the log
     try:
         spec = run_spec(run)
+        reported = True
         if run.kind == "eval":
             from trainers.evaluate import evaluate
 
@@ -98,6 +100,7 @@ def execute_run(run_id: int, worker: str) -> str:
             from trainers.loop import train
 
             result = train(spec, reporter, CancelCheck(run_id))
+        reported = False
         reporter.flush()
         state = {"succeeded": SUCCEEDED, "cancelled": CANCELLED}.get(result.status, FAILED)
         detail = getattr(result, "detail", "") or f"{result.status}"
@@ -106,7 +109,8 @@ def execute_run(run_id: int, worker: str) -> str:
         return state
     except Exception as exc:  # noqa: BLE001 - any failure of the run is recorded on the run
         log.exception("run %s failed", run_id)
-        reporter.log(traceback.format_exc())
+        if not reported:
+            reporter.log(traceback.format_exc())
         try:
             reporter.flush()
         except Exception:  # noqa: BLE001 - the database may be the problem; the error text still goes in below

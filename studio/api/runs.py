@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from studio.accounts import permissions as perms
 from studio.api.base import require_team_role
 from studio.experiments import paths, specs
+from studio.lib.params import QueryError
 from studio.runs import lifecycle, rollout_query
 from studio.runs.access import readable_run
 from studio.runs.models import Checkpoint, Rollout, Run, RunEvent
@@ -140,7 +141,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         run = readable_run(request, pk)  # members, or a live share link (read-only)
         try:
             return Response(rollout_query.page(run.pk, request.query_params))
-        except rollout_query.QueryError as exc:
+        except QueryError as exc:
             return Response({exc.field: str(exc)}, status=status.HTTP_400_BAD_REQUEST)
 
     @extend_schema(operation_id="runs_rollout_detail")

@@ -15,29 +15,22 @@ from rest_framework.views import APIView
 
 from studio.curves.downsample import DEFAULT_POINTS
 from studio.curves.series import Window, metric_keys, run_series
+from studio.lib.params import QueryError, number_param
 from studio.runs.access import readable_run
-
-
-def _number(params, name: str, cast=float):
-    raw = params.get(name)
-    if raw in (None, ""):
-        return None
-    try:
-        return cast(raw)
-    except ValueError:
-        raise ValidationError({name: f"must be a number, got {raw!r}"}) from None
 
 
 def window_from(params) -> Window:
     """The Window a query string asks for; a 400 naming the parameter when it is wrong."""
-    points = _number(params, "points", int)
     try:
+        points = number_param(params, "points", int)
         return Window(
             x=params.get("x") or "step",
-            start=_number(params, "start"),
-            end=_number(params, "end"),
+            start=number_param(params, "start"),
+            end=number_param(params, "end"),
             points=DEFAULT_POINTS if points is None else points,
         )
+    except QueryError as err:
+        raise ValidationError({err.field: str(err)}) from None
     except ValueError as err:
         raise ValidationError({"detail": str(err)}) from None
 

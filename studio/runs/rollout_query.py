@@ -18,38 +18,13 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
-from studio.lib.env import FALSE, TRUE
+from studio.lib.params import QueryError, flag_param, number_param
 from studio.runs.models import Rollout, RolloutScore
 
 # ?order= value -> the field it sorts by; "-" is descending. Each field has a (run, field, id) index.
 ORDERS = {order: order.lstrip("-") for order in ("step", "-step", "reward", "-reward", "num_tokens", "-num_tokens",
                                                   "advantage", "-advantage")}  # fmt: skip
 MAX_LIMIT = 500
-
-
-class QueryError(ValueError):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-def _number(params, name: str, cast=float):
-    raw = params.get(name)
-    if raw in (None, ""):
-        return None
-    try:
-        return cast(raw)
-    except ValueError:
-        raise QueryError(name, f"must be a number, got {raw!r}") from None
-
-
-def _flag(params, name: str) -> bool:
-    raw = (params.get(name) or "").strip().lower()
-    if raw in TRUE:
-        return True
-    if raw in FALSE:  # "" included: an absent flag is off
-        return False
-    raise QueryError(name, f"must be true or false, got {params[name]!r}")
 
 
 def encode_cursor(value: Any, pk: int) -> str:
@@ -72,13 +47,13 @@ def filtered(run_id: int, params) -> QuerySet[Rollout]:
     rows = Rollout.objects.filter(run_id=run_id)
     for name, lookup, cast in (("step_min", "step__gte", int), ("step_max", "step__lte", int),
                                ("reward_min", "reward__gte", float), ("reward_max", "reward__lte", float)):  # fmt: skip
-        value = _number(params, name, cast)
+        value = number_param(params, name, cast)
         if value is not None:
             rows = rows.filter(**{lookup: value})
     if params.get("finish_reason"):
         rows = rows.filter(finish_reason=params["finish_reason"])
     if (params.get("trained") or "").strip():
-        rows = rows.filter(trained=_flag(params, "trained"))
+        rows = rows.filter(trained=flag_param(params, "trained"))
     if params.get("prompt_id"):
         rows = rows.filter(prompt_id=params["prompt_id"])
     if params.get("q"):
@@ -86,7 +61,7 @@ def filtered(run_id: int, params) -> QuerySet[Rollout]:
             completion_text__icontains=params["q"]
         )
     criterion = params.get("criterion")
-    score_min, score_max = _number(params, "score_min"), _number(params, "score_max")
+    score_min, score_max = number_param(params, "score_min"), number_param(params, "score_max")
     if criterion:
         # EXISTS probes RolloutScore per rollout walked in page order and stops at the page's end;
         # `pk IN (subquery)` made SQLite materialise every matching id first (~0.5 s at 1M rows).
@@ -110,7 +85,7 @@ def _with_notes(rows: QuerySet[Rollout], run_id: int, params) -> QuerySet[Rollou
     from studio.sharing.models import Note  # sharing builds on runs, not the reverse
 
     tag = (params.get("note_tag") or "").strip()
-    if not tag and not _flag(params, "has_note"):
+    if not tag and not flag_param(params, "has_note"):
         return rows
     # `pk IN (noted ids)`, not EXISTS as for criteria: notes are written by hand, so the set is small
     # (read once through Note's (run, tag) index, then rows by primary key), while EXISTS walks the
@@ -129,7 +104,7 @@ def page(run_id: int, params) -> dict[str, Any]:
     order = params.get("order") or "step"
     if order not in ORDERS:
         raise QueryError("order", f"must be one of {', '.join(ORDERS)}")
-    limit = _number(params, "limit", int) or 100
+    limit = number_param(params, "limit", int) or 100
     limit = max(1, min(limit, MAX_LIMIT))
     field = ORDERS[order]
     descending = order.startswith("-")

@@ -155,9 +155,8 @@ def test_live_points_for_steps_already_drawn_are_dropped_in_wall_time_mode_too(t
     assert got["time"] == {"afterLive": [100.0, 101.0, 102.0], "afterReload": [100.0, 101.0, 101.98, 103.0]}
 
 
-def test_every_clip_fraction_shares_the_clip_panel(tmp_path):
-    keys = ["actor/clip_frac_low", "actor/clip_frac_high", "actor/dual_clip_frac", "actor/loss"]
-    got = run_js(
+def panels_of(tmp_path, keys: list[str]) -> list[str]:
+    return run_js(
         tmp_path,
         CURVES_STUBS
         + f"""
@@ -165,19 +164,16 @@ def test_every_clip_fraction_shares_the_clip_panel(tmp_path):
         console.log(JSON.stringify({json.dumps(keys)}.map((k) => panelFor(k).id)));
         """,
     )
-    assert got == ["clip", "clip", "clip", "loss"]
+
+
+def test_every_clip_fraction_shares_the_clip_panel(tmp_path):
+    keys = ["actor/clip_frac_low", "actor/clip_frac_high", "actor/dual_clip_frac", "actor/loss"]
+    assert panels_of(tmp_path, keys) == ["clip", "clip", "clip", "loss"]
 
 
 def test_the_sampler_trainer_logprob_gap_has_a_panel_of_its_own(tmp_path):
     keys = ["rollout/logprob_gap_mean", "rollout/logprob_gap_max", "rollout/engine_trainer_kl", "rollout/other"]
-    got = run_js(
-        tmp_path,
-        CURVES_STUBS
-        + f"""
-        const {{ panelFor }} = await import("./curves.js");
-        console.log(JSON.stringify({json.dumps(keys)}.map((k) => panelFor(k).id)));
-        """,
-    )
+    got = panels_of(tmp_path, keys)
     assert got[:3] == ["mismatch", "mismatch", "mismatch"] and got[3] != "mismatch"
 
 

@@ -52,6 +52,9 @@ class ExecuteRunTest(StudioTestCase):
         self.assertEqual(run.state, "failed")
         self.assertIn("no-such-model", run.error)
         self.assertIn("last log lines", run.error)
+        lines = [e.payload["line"] for e in run.events.filter(kind="log")]
+        tracebacks = [line for line in lines if line.startswith("Traceback (most recent call last)")]
+        self.assertEqual(len(tracebacks), 1)  # the trainer's, not logged again by the task
 
     def test_a_cancel_request_stops_the_trainer_and_the_run_ends_cancelled(self):
         run = self.demo_run()
