@@ -68,11 +68,11 @@ def criteria_fields(spec: dict[str, Any], errors: dict[str, str]) -> list[dict[s
     out = []
     for i, criterion in enumerate(spec.get("criteria", [])):
         kind = criterion.get("kind") if criterion.get("kind") in CRITERION_KINDS else KIND_NAMES[0]
-        schema = CRITERION_KINDS[kind].model_json_schema()
+        schema = CRITERION_KINDS.get(kind).model_json_schema()
         params = fields_for(schema, schema, f"c{i}.params.", criterion.get("params") or {},
                             {k.replace(f"spec.criteria.{i}.params.", f"c{i}.params."): v for k, v in errors.items()})  # fmt: skip
         out.append({"index": i, "name": criterion.get("name", ""), "kind": kind, "weight": criterion.get("weight", 1.0),
-                    "doc": (CRITERION_KINDS[kind].__doc__ or "").strip(), "params": params,
+                    "doc": (CRITERION_KINDS.get(kind).__doc__ or "").strip(), "params": params,
                     "error": " ".join(v for k, v in errors.items() if k.startswith(f"spec.criteria.{i}") and ".params." not in k)})  # fmt: skip
     return out
 
@@ -89,7 +89,7 @@ def read_rubric(post) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
         except ValueError:
             errors[f"spec.criteria.{i}.weight"] = "must be a number"
         if kind in CRITERION_KINDS and post.get(f"c{i}.shown_kind") == kind:
-            schema = CRITERION_KINDS[kind].model_json_schema()
+            schema = CRITERION_KINDS.get(kind).model_json_schema()
             values, parse_errors = read_fields(fields_for(schema, schema, f"c{i}.params.", {}, {}), post)
             criterion["params"] = values.get(f"c{i}", {}).get("params", {})
             errors.update(

@@ -200,7 +200,12 @@ def test_an_unknown_engine_lists_the_valid_ones():
 
 
 def test_an_engine_whose_module_is_missing_says_so(monkeypatch):
-    monkeypatch.setitem(ENGINES, "ghost", "trainers.engines.ghost_engine:GhostEngine")
+    def ghost():
+        from trainers.engines.ghost_engine import GhostEngine  # no such module
+
+        return GhostEngine
+
+    monkeypatch.setitem(ENGINES._entries, "ghost", ghost)  # registered for this test only
     with pytest.raises(EngineUnavailable, match="rollout engine 'ghost' is not available here"):
         engine_class("ghost")
 

@@ -7,7 +7,7 @@ the `RunSpec` and calls it without knowing which one it got. Imports without tor
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 F = TypeVar("F", bound=Callable[..., object])
@@ -52,6 +52,13 @@ class Registry(Generic[F]):
     def names(self) -> list[str]:
         """Registered names in registration order."""
         return list(self._entries)
+
+    def items(self) -> list[tuple[str, F]]:
+        """(name, entry) pairs in registration order."""
+        return list(self._entries.items())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
 
     def __contains__(self, name: object) -> bool:
         return name in self._entries

@@ -8,10 +8,11 @@ An engine class is constructed as `Engine(spec, model=policy, tokenizer=tokenize
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from trainers.algorithms.registry import Registry
 from trainers.spec import RunSpec
 
 FinishReason = Literal["stop", "length"]
@@ -69,25 +70,33 @@ class EngineUnavailable(RuntimeError):
     """The engine named in the spec cannot run here (module or dependency missing)."""
 
 
-# engine name -> "module:Class"; imported on first use.
-ENGINES: dict[str, str] = {
-    "transformers": "trainers.engines.hf:HFEngine",
-    "vllm": "trainers.engines.vllm_engine:VLLMEngine",
-}
+# Engine name -> a function importing its class: an engine's module (vLLM's) loads only when used.
+ENGINES: Registry[Callable[[], type[RolloutEngine]]] = Registry("rollout engine")
+
+
+@ENGINES.register("transformers")
+def _transformers_engine() -> type[RolloutEngine]:
+    from trainers.engines.hf import HFEngine
+
+    return HFEngine
+
+
+@ENGINES.register("vllm")
+def _vllm_engine() -> type[RolloutEngine]:
+    from trainers.engines.vllm_engine import VLLMEngine
+
+    return VLLMEngine
 
 
 def engine_class(name: str) -> type[RolloutEngine]:
-    if name not in ENGINES:
-        raise ValueError(f"unknown rollout engine {name!r}; valid: {', '.join(ENGINES)}")
-    module_name, class_name = ENGINES[name].split(":")
+    load = ENGINES.get(name)  # UnknownNameError (a ValueError) naming the valid engines
     try:
-        module = importlib.import_module(module_name)
+        return load()
     except ModuleNotFoundError as exc:
         raise EngineUnavailable(
             f"rollout engine {name!r} is not available here: {exc}. "
-            f"Use rollout.engine='transformers', or install what {module_name} needs."
+            "Use rollout.engine='transformers', or install what it needs."
         ) from exc
-    return getattr(module, class_name)
 
 
 def create_engine(spec: RunSpec, *, model: Any, tokenizer: Any) -> RolloutEngine:

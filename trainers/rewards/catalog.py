@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from trainers.algorithms.registry import Registry
+
 
 class Params(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -156,20 +158,21 @@ class LLMJudgeParams(Params):
         return self
 
 
-CRITERION_KINDS: dict[str, type[Params]] = {
-    "exact_match": ExactMatchParams,
-    "regex": RegexParams,
-    "contains": ContainsParams,
-    "math_equiv": MathEquivParams,
-    "length": LengthParams,
-    "python": PythonParams,
-    "code_exec": CodeExecParams,
-    "llm_judge": LLMJudgeParams,
-}
+# Criterion kind -> its parameters model (torch-free: the studio renders forms from these).
+CRITERION_KINDS: Registry[type[Params]] = Registry("criterion kind")
+for _kind, _model in (
+    ("exact_match", ExactMatchParams),
+    ("regex", RegexParams),
+    ("contains", ContainsParams),
+    ("math_equiv", MathEquivParams),
+    ("length", LengthParams),
+    ("python", PythonParams),
+    ("code_exec", CodeExecParams),
+    ("llm_judge", LLMJudgeParams),
+):
+    CRITERION_KINDS.register(_kind)(_model)
 
 
 def params_model(kind: str) -> type[Params]:
-    try:
-        return CRITERION_KINDS[kind]
-    except KeyError:
-        raise ValueError(f"unknown criterion kind {kind!r}; valid kinds: {', '.join(CRITERION_KINDS)}") from None
+    """The parameters model of a criterion kind; `UnknownNameError` (a ValueError) listing the kinds."""
+    return CRITERION_KINDS.get(kind)
