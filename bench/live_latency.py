@@ -34,11 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from studio.launch import free_port  # noqa: E402 - after the path is set
 
 
 def redis_url(explicit: str | None) -> tuple[str, object | None]:

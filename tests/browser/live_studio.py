@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from studio.launch import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -30,12 +32,6 @@ requires_chromium = pytest.mark.skipif(
     not CHROMIUM.exists(),
     reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium chromium-driver)",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:

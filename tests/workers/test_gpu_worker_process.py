@@ -14,15 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from studio.launch import worker_argv
+from studio.launch import free_port, worker_argv
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_until(check, timeout: float, what: str, log: Path):
