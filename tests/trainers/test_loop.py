@@ -80,8 +80,9 @@ def test_kl_ppo_epochs_and_dapo_filters_run_together(tiny_model_path, tmp_path):
     assert train(spec, reporter).status == "succeeded"
     for _, m in reporter.metric_points:
         assert m["data/generation_rounds"] in (1.0, 2.0)
-        if "actor/kl" in m:  # after the first update the policy differs from the reference
-            assert m["actor/kl"] >= 0
+        # Every update reports its KL term (k3 is never negative, so its sign says nothing; the
+        # overlong filter masks most of a random model's truncated completions, so it may be 0).
+        assert ("actor/kl" in m) == ("actor/loss" in m)
     assert reporter.metric_points[1][1].get("actor/ppo_kl") is not None
 
 
