@@ -79,6 +79,22 @@ class Group:
     has_spread: bool = True  # the rubric outcomes are not all equal (else the answers carry no signal)
 
 
+@dataclass
+class StepBatch:
+    """The sequences a step trains on, as tensors: (B, T) over completion tokens, B = every
+    sample of every trained group."""
+
+    tokens: TokenBatch
+    loss_mask: torch.Tensor  # the completion mask, less truncated completions under the overlong filter
+    group_index: torch.Tensor  # (B,) which group each sequence belongs to
+    rewards: torch.Tensor  # (B,) shaped rewards
+    engine_logp: torch.Tensor | None  # (B, T) the sampler's logprobs, when it reported them
+
+    @property
+    def mask(self) -> torch.Tensor:
+        return self.tokens.completion_mask
+
+
 def step_group_ids(prompt_ids: list[str]) -> list[str]:
     """One id per group of a step: the prompt's id, with "@k" added to its k-th repeat
     (a small dataset, or dynamic sampling, can draw a prompt twice in one step; each draw is
@@ -111,6 +127,17 @@ def lr_lambda(schedule: str, warmup_steps: int, total_steps: int) -> Callable[[i
         return 1.0
 
     return factor
+
+
+def advantage_metrics(advantages: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """`advantage/mean|std|min|max` over the valid tokens of a (B, T) advantage matrix."""
+    valid = advantages[mask.bool()]
+    return {
+        "advantage/mean": masked_mean(advantages, mask).item(),
+        "advantage/std": valid.std().item() if mask.sum() > 1 else 0.0,
+        "advantage/min": valid.min().item(),
+        "advantage/max": valid.max().item(),
+    }
 
 
 def train(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] = lambda: False) -> RunResult:
@@ -234,64 +261,79 @@ class Trainer:
     # ------------------------------------------------------------------ one step
 
     def step(self) -> dict[str, float]:
-        spec = self.spec
+        """One step of the algorithm: 1-3 sample, generate and score groups; 4-8 train on those
+        with a signal; then the schedule and the sampler's weights move on."""
         started = time.perf_counter()
         timings: dict[str, float] = {"generate": 0.0, "score": 0.0}
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)  # perf/gpu_mem_peak_gb is this step's peak
 
-        # 1-3. sample prompts, generate a group per prompt, score (with DAPO dynamic sampling).
         kept, generated, rounds = self._collect_groups(timings)
         train_groups = kept[: self.local_prompts]
-        first_round = generated[: self.local_prompts]
-
-        # 4-8. logprobs, advantages, optimisation (skipped when no group carries a signal).
         train_started = time.perf_counter()
-        metrics: dict[str, float] = {}
-        if train_groups:
-            metrics.update(self._update(train_groups))
-        else:
-            self.reporter.log(f"step {self.step_count + 1}: every group's rewards agree; no update")
-            if self.dist.enabled:  # the other processes count units and average gradients with this one
-                for _ in range(spec.algorithm.ppo_epochs):
-                    self._join_pass_without_data()
-        lr = self.scheduler.get_last_lr()[0]  # the rate this step's update used
-        with warnings.catch_warnings():
-            # The schedule counts steps, updated or not; torch warns when a step had no optimiser step.
-            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
-            self.scheduler.step()
+        metrics = self._train_on(train_groups)
+        lr = self._advance_schedule()
         self.engine.update_weights(self.model)
         self.step_count += 1
         self.last_groups = generated
         self.last_trained = {id(grp) for grp in train_groups}
 
-        step_s = time.perf_counter() - started
-        train_s = time.perf_counter() - train_started
+        timings["step"] = time.perf_counter() - started
+        timings["train"] = time.perf_counter() - train_started
+        first_round = generated[: self.local_prompts]
+        return (
+            metrics
+            | self._reward_metrics(first_round)
+            | self._step_metrics(first_round, generated, train_groups, timings, rounds, lr)
+        )
+
+    def _train_on(self, train_groups: list[Group]) -> dict[str, float]:
+        """4-8 on the groups with a signal; with none, this process still joins the others' passes."""
+        if train_groups:
+            return self._update(train_groups)
+        self.reporter.log(f"step {self.step_count + 1}: every group's rewards agree; no update")
+        if self.dist.enabled:  # the other processes count units and average gradients with this one
+            for _ in range(self.spec.algorithm.ppo_epochs):
+                self._join_pass_without_data()
+        return {}
+
+    def _advance_schedule(self) -> float:
+        """Step the learning-rate schedule; returns the rate this step's update used."""
+        lr = self.scheduler.get_last_lr()[0]
+        with warnings.catch_warnings():
+            # The schedule counts steps, updated or not; torch warns when a step had no optimiser step.
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
+            self.scheduler.step()
+        return lr
+
+    def _step_metrics(
+        self, first_round: list[Group], generated: list[Group], train_groups: list[Group],
+        timings: dict[str, float], rounds: int, lr: float,
+    ) -> dict[str, float]:  # fmt: skip
+        """Responses, timing, throughput and data position of the step just taken."""
         all_gens = [g for grp in first_round for g in grp.generations]
         num_tokens = sum(len(g.token_ids) for grp in generated for g in grp.generations)
         # Tokens the training passes run over (prompt + completion of every trained sequence).
         train_tokens = sum(
             len(grp.prompt.token_ids) + len(g.token_ids) for grp in train_groups for g in grp.generations
         )
-        metrics.update(
-            self._reward_metrics(first_round)
-            | {
-                "response/length_mean": float(np.mean([len(g.token_ids) for g in all_gens])),
-                "response/length_max": float(max(len(g.token_ids) for g in all_gens)),
-                "response/truncated_frac": float(np.mean([g.finish_reason == "length" for g in all_gens])),
-                "actor/lr": lr,
-                "timing/generate_s": timings["generate"],
-                "timing/score_s": timings["score"],
-                "timing/train_s": train_s,
-                "timing/step_s": step_s,
-                "perf/tokens_per_s": num_tokens / step_s,
-                "perf/gen_tokens_per_s": num_tokens / max(timings["generate"], 1e-9),
-                "perf/train_tokens_per_s": train_tokens / max(train_s, 1e-9),
-                "data/epoch": self.source.epoch + self.source.index / len(self.source.prompts),
-                "data/generation_rounds": float(rounds),
-                "data/groups_kept": float(len(train_groups)),
-            }
-        )
+        step_s, train_s = timings["step"], timings["train"]
+        metrics = {
+            "response/length_mean": float(np.mean([len(g.token_ids) for g in all_gens])),
+            "response/length_max": float(max(len(g.token_ids) for g in all_gens)),
+            "response/truncated_frac": float(np.mean([g.finish_reason == "length" for g in all_gens])),
+            "actor/lr": lr,
+            "timing/generate_s": timings["generate"],
+            "timing/score_s": timings["score"],
+            "timing/train_s": train_s,
+            "timing/step_s": step_s,
+            "perf/tokens_per_s": num_tokens / step_s,
+            "perf/gen_tokens_per_s": num_tokens / max(timings["generate"], 1e-9),
+            "perf/train_tokens_per_s": train_tokens / max(train_s, 1e-9),
+            "data/epoch": self.source.epoch + self.source.index / len(self.source.prompts),
+            "data/generation_rounds": float(rounds),
+            "data/groups_kept": float(len(train_groups)),
+        }
         if self.device.type == "cuda":
             metrics["perf/gpu_mem_peak_gb"] = torch.cuda.max_memory_allocated(self.device) / 2**30
         return metrics
@@ -356,76 +398,94 @@ class Trainer:
         ]
 
     def _update(self, groups: list[Group]) -> dict[str, float]:
-        algo = self.spec.algorithm
+        """Steps 4-8 of the algorithm on the groups kept for training; returns their metrics."""
+        batch = self._step_batch(groups)
+        old_logp, ref_logp = self._old_and_reference_logprobs(batch)
+        metrics, is_weights = self._sampler_mismatch(batch, old_logp)
+        advantages = self._advantages(groups, batch, old_logp, ref_logp)
+        metrics |= self._optimisation_passes(batch, advantages, old_logp, ref_logp, is_weights)
+        return metrics | advantage_metrics(advantages, batch.mask)
+
+    def _step_batch(self, groups: list[Group]) -> StepBatch:
+        """4. The groups' prompts and completions as one padded batch, with their masks and rewards."""
         samples = [(grp, j) for grp in groups for j in range(len(grp.generations))]
         gens = [grp.generations[j] for grp, j in samples]
-        batch = TokenBatch.build(
-            [grp.prompt.token_ids for grp, _ in samples],
-            [g.token_ids for g in gens],
-            pad_id=self.pad_id,
+        tokens = TokenBatch.build(
+            [grp.prompt.token_ids for grp, _ in samples], [g.token_ids for g in gens], pad_id=self.pad_id,
             device=self.device,
-        )
-        mask = batch.completion_mask  # (B, T)
+        )  # fmt: skip
+        mask = tokens.completion_mask  # (B, T)
         loss_mask = mask
-        if algo.overlong_filter:
+        if self.spec.algorithm.overlong_filter:
             truncated = torch.tensor([g.finish_reason == "length" for g in gens], device=self.device)  # (B,)
             loss_mask = overlong_loss_mask(truncated, mask)
-        group_index = torch.tensor([k for k, grp in enumerate(groups) for _ in grp.generations], device=self.device)
-        rewards = torch.tensor([grp.rewards[j] for grp, j in samples], device=self.device)  # (B,)
+        return StepBatch(
+            tokens=tokens,
+            loss_mask=loss_mask,
+            group_index=torch.tensor([k for k, grp in enumerate(groups) for _ in grp.generations], device=self.device),
+            rewards=torch.tensor([grp.rewards[j] for grp, j in samples], device=self.device),
+            engine_logp=self._engine_logprobs(gens, mask),
+        )
 
-        # 5. old and reference logprobs (no grad). With one pass over the batch the policy that
-        #    sampled is the one being differentiated, so old_logp = logp.detach() in the loss.
-        engine_logp = self._engine_logprobs(gens, mask)  # (B, T) or None
-        # The engine/trainer gap alone needs no forward pass of its own: with one pass and dropout
-        # off, the training forward (before the step) computes the same logprobs.
-        gap_from_training = engine_logp is not None and algo.ppo_epochs == 1 and self.spec.model.disable_dropout
+    def _old_and_reference_logprobs(self, batch: StepBatch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """5. (old, reference) logprobs, no grad, each only when something needs it. With one pass
+        the policy that sampled is the one being differentiated: the loss uses logp.detach(), and
+        the engine/trainer gap alone is read off the training forward (dropout off)."""
+        algo = self.spec.algorithm
+        gap_from_training = batch.engine_logp is not None and algo.ppo_epochs == 1 and self.spec.model.disable_dropout
         need_old = (
             algo.ppo_epochs > 1
             or (algo.kl_in_reward and self.reference is not None)
             or algo.tis_cap is not None
-            or (engine_logp is not None and not gap_from_training)
+            or (batch.engine_logp is not None and not gap_from_training)
         )
-        old_logp = self._frozen_logprobs(self.model, batch) if need_old else None
+        old_logp = self._frozen_logprobs(self.model, batch.tokens) if need_old else None
         ref_logp = None
         if self.reference is not None:
             with self.reference.context():
-                ref_logp = self._frozen_logprobs(self.reference.model, batch)
-        metrics: dict[str, float] = {}
-        is_weights = None
-        if engine_logp is not None and old_logp is not None:
-            metrics |= logprob_gap(engine_logp, old_logp, mask)
-            if algo.tis_cap is not None:
-                is_weights = tis_weights(old_logp, engine_logp, mask, algo.tis_cap)
-                metrics["rollout/tis_clip_frac"] = tis_clip_frac(old_logp, engine_logp, mask, algo.tis_cap)
+                ref_logp = self._frozen_logprobs(self.reference.model, batch.tokens)
+        return old_logp, ref_logp
 
-        # 6. token rewards: the outcome on the last valid token, minus beta * KL per token if in the reward.
+    def _sampler_mismatch(
+        self, batch: StepBatch, old_logp: torch.Tensor | None
+    ) -> tuple[dict[str, float], torch.Tensor | None]:
+        """5b. The sampler/trainer logprob gap and, with `tis_cap`, the truncated importance weights."""
+        cap = self.spec.algorithm.tis_cap
+        if batch.engine_logp is None or old_logp is None:
+            return {}, None
+        metrics = logprob_gap(batch.engine_logp, old_logp, batch.mask)
+        if cap is None:
+            return metrics, None
+        metrics["rollout/tis_clip_frac"] = tis_clip_frac(old_logp, batch.engine_logp, batch.mask, cap)
+        return metrics, tis_weights(old_logp, batch.engine_logp, batch.mask, cap)
+
+    def _advantages(
+        self, groups: list[Group], batch: StepBatch, old_logp: torch.Tensor | None, ref_logp: torch.Tensor | None
+    ) -> torch.Tensor:
+        """6-7. Token rewards (the outcome on the last valid token, minus beta * KL per token when
+        the KL is in the reward), then the advantage estimator; each group keeps its sequence means."""
+        algo = self.spec.algorithm
         kl_reward = None
         if algo.kl_in_reward and ref_logp is not None:
             kl_reward = kl_penalty(old_logp, ref_logp, algo.kl_estimator)  # (B, T)
-        token_rewards = token_level_rewards(rewards, mask, kl_reward, algo.kl_beta)  # (B, T)
-
-        # 7. advantages
-        advantages, _returns = self.advantage_fn(token_rewards, mask, group_index, eps=algo.adv_eps, gamma=algo.gamma)
-        sequence_advantages = iter(masked_mean(advantages, mask, dim=-1).tolist())
+        token_rewards = token_level_rewards(batch.rewards, batch.mask, kl_reward, algo.kl_beta)  # (B, T)
+        advantages, _returns = self.advantage_fn(
+            token_rewards, batch.mask, batch.group_index, eps=algo.adv_eps, gamma=algo.gamma
+        )
+        sequence_advantages = iter(masked_mean(advantages, batch.mask, dim=-1).tolist())
         for grp in groups:
             grp.advantages = [next(sequence_advantages) for _ in grp.generations]
+        return advantages
 
-        # 8. optimisation passes; their diagnostics are averaged (a single pass reports its own)
-        trainer_logp = torch.zeros_like(mask) if engine_logp is not None and old_logp is None else None
+    def _optimisation_passes(self, batch: StepBatch, advantages, old_logp, ref_logp, is_weights) -> dict[str, float]:
+        """8. `ppo_epochs` passes; their diagnostics averaged (a single pass reports its own)."""
+        trainer_logp = torch.zeros_like(batch.mask) if batch.engine_logp is not None and old_logp is None else None
         passes = [
-            self._optimise(batch, loss_mask, advantages, old_logp, ref_logp, is_weights, trainer_logp)
-            for _ in range(algo.ppo_epochs)
+            self._optimise(batch.tokens, batch.loss_mask, advantages, old_logp, ref_logp, is_weights, trainer_logp)
+            for _ in range(self.spec.algorithm.ppo_epochs)
         ]
-        if trainer_logp is not None:
-            metrics |= logprob_gap(engine_logp, trainer_logp, mask)
-        metrics |= {key: float(np.mean([p[key] for p in passes])) for key in passes[0]}
-        metrics |= {
-            "advantage/mean": masked_mean(advantages, mask).item(),
-            "advantage/std": advantages[mask.bool()].std().item() if mask.sum() > 1 else 0.0,
-            "advantage/min": advantages[mask.bool()].min().item(),
-            "advantage/max": advantages[mask.bool()].max().item(),
-        }
-        return metrics
+        metrics = logprob_gap(batch.engine_logp, trainer_logp, batch.mask) if trainer_logp is not None else {}
+        return metrics | {key: float(np.mean([p[key] for p in passes])) for key in passes[0]}
 
     def _frozen_logprobs(self, model, batch: TokenBatch) -> torch.Tensor:
         """(B, T) logprobs of the completion tokens, without gradient."""
