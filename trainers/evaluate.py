@@ -18,7 +18,7 @@ from trainers.loop import seed_everything
 from trainers.models import default_device, load_policy
 from trainers.report import Reporter, Rollout, failure_reported
 from trainers.rewards.rubric import Rubric
-from trainers.rewards.sample import Sample
+from trainers.rollouts import generate_and_score
 from trainers.spec import RunSpec
 
 
@@ -72,25 +72,27 @@ def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] 
                     break
                 batch = prompts[start : start + chunk]
                 t0 = time.perf_counter()
-                outputs = engine.generate([p.token_ids for p in batch], k, params)
-                samples = [
-                    Sample(p.row.prompt, g.text, p.row.fields)
-                    for p, gens in zip(batch, outputs, strict=True)
-                    for g in gens
-                ]
-                results = rubric.score(samples)
                 rollouts = []
-                for i, (p, gens) in enumerate(zip(batch, outputs, strict=True)):
-                    group = results[i * k : (i + 1) * k]
+                for scored in generate_and_score(engine, rubric, batch, k, params):
+                    group = scored.results
                     rewards.append([r.reward for r in group])
                     passed.append([bool(r.passed) for r in group])
                     for name in rubric.names:
                         criteria[name].extend(r.scores[name].score for r in group)
                     rollouts += [
                         Rollout(
-                            0, p.id, j, p.row.prompt, g.text, r.reward, r.scores, 0.0, len(g.token_ids), g.finish_reason
-                        )
-                        for j, (g, r) in enumerate(zip(gens, group, strict=True))
+                            0,
+                            scored.prompt.id,
+                            j,
+                            scored.prompt.row.prompt,
+                            g.text,
+                            r.reward,
+                            r.scores,
+                            0.0,
+                            len(g.token_ids),
+                            g.finish_reason,
+                        )  # fmt: skip
+                        for j, (g, r) in enumerate(zip(scored.generations, group, strict=True))
                     ]
                 reporter.log(f"evaluated {start + len(batch)}/{len(prompts)} prompts ({time.perf_counter() - t0:.2f}s)")
                 reporter.rollouts(0, rollouts)  # last: it closes the batch for reporters that flush on it

@@ -53,7 +53,8 @@ from trainers.logprobs import TokenBatch, batched_logprobs, micro_batches, token
 from trainers.models import Reference, default_device, load_policy, load_reference, trainable_parameters
 from trainers.report import Reporter, Rollout, failure_reported
 from trainers.rewards.rubric import Rubric
-from trainers.rewards.sample import RubricResult, Sample
+from trainers.rewards.sample import RubricResult
+from trainers.rollouts import generate_and_score
 from trainers.spec import RunSpec
 
 
@@ -361,24 +362,12 @@ class Trainer:
         return kept, generated, rounds
 
     def _generate_and_score(self, prompts: list[Prompt], timings: dict[str, float]) -> list[Group]:
-        t0 = time.perf_counter()
-        outputs = self.engine.generate([p.token_ids for p in prompts], self.spec.algorithm.group_size, self.sampling)
-        t1 = time.perf_counter()
-        # The rubric sees the completion text only; the prompt is context for criteria that want it.
-        samples = [
-            Sample(prompt=p.row.prompt, completion=g.text, fields=p.row.fields)
-            for p, gens in zip(prompts, outputs, strict=True)
-            for g in gens
-        ]
-        results = self.rubric.score(samples)
-        timings["generate"] += t1 - t0
-        timings["score"] += time.perf_counter() - t1
-
         algo, G = self.spec.algorithm, self.spec.algorithm.group_size
-        outcomes = torch.tensor([r.reward for r in results], dtype=torch.float32)  # (B,) the rubric's verdicts
+        scored = generate_and_score(self.engine, self.rubric, prompts, G, self.sampling, timings)
+        outcomes = torch.tensor([r.reward for s in scored for r in s.results], dtype=torch.float32)  # (B,)
         rewards = outcomes
         if algo.overlong_penalty:
-            lengths = torch.tensor([len(g.token_ids) for gens in outputs for g in gens])  # (B,)
+            lengths = torch.tensor([len(g.token_ids) for s in scored for g in s.generations])  # (B,)
             rewards = rewards + overlong_soft_penalty(
                 lengths, self.spec.rollout.max_new_tokens, algo.overlong_buffer, algo.overlong_penalty_factor
             )
@@ -388,13 +377,13 @@ class Trainer:
         spread = groups_with_reward_spread(outcomes, group_index)  # (B,)
         return [
             Group(
-                p,
-                gens,
-                results[k * G : (k + 1) * G],
+                s.prompt,
+                s.generations,
+                s.results,
                 rewards[k * G : (k + 1) * G].tolist(),
                 has_spread=bool(spread[k * G]),
             )
-            for k, (p, gens) in enumerate(zip(prompts, outputs, strict=True))
+            for k, s in enumerate(scored)
         ]
 
     def _update(self, groups: list[Group]) -> dict[str, float]:
