@@ -1,11 +1,10 @@
-from django.conf import settings
 from django.urls import include, path
 
 urlpatterns = [
     path("", include("studio.front.urls")),
     path("api/", include("studio.api.urls")),
+    # The run page and share links, the curves API and the fleet page mount at the root.
+    path("", include("studio.sharing.urls")),
+    path("", include("studio.curves.urls")),
+    path("", include("studio.fleet.urls")),
 ]
-# The run page, sharing and curves (their own issue) mount at the root when their apps are installed.
-for app in ("studio.sharing", "studio.curves", "studio.fleet"):
-    if app in settings.INSTALLED_APPS:
-        urlpatterns.append(path("", include(f"{app}.urls")))

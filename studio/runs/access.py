@@ -1,6 +1,6 @@
 """The one answer to "may this user see this run?", for views, the API and the websocket.
 
-The run-page engineer extends it with read-only share links (`share_token`).
+Besides team members, a live read-only share link (`share_token`) lets anyone read the run.
 """
 
 from __future__ import annotations
