@@ -186,10 +186,13 @@ def map_row(name: str, row: int, rec: dict[str, Any], mapping: FieldMapping) -> 
     def fail(field: str, reason: str, sentence: str) -> RowError:
         return RowError(f"{name} row {row}: {sentence}", field=field, reason=reason)
 
+    def missing(key: str) -> RowError:
+        available = ", ".join(map(str, rec)) or "(none)"
+        return fail(key, "missing", f"field {key!r} is missing; available fields: {available}")
+
     def get(key: str) -> Any:
         if rec.get(key) is None:  # a null answer is no answer
-            available = ", ".join(map(str, rec)) or "(none)"
-            raise fail(key, "missing", f"field {key!r} is missing; available fields: {available}")
+            raise missing(key)
         return rec[key]
 
     if mapping.messages_field:
@@ -205,8 +208,7 @@ def map_row(name: str, row: int, rec: dict[str, Any], mapping: FieldMapping) -> 
         fields["answer"] = get(mapping.answer_field)
     for key in mapping.extra_fields:
         if key not in rec:  # an extra field may be null; it must be there
-            available = ", ".join(map(str, rec)) or "(none)"
-            raise fail(key, "missing", f"field {key!r} is missing; available fields: {available}")
+            raise missing(key)
         fields[key] = rec[key]
     return PromptRow(id=str(row), row=row, prompt=prompt, fields=fields)
 

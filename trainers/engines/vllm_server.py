@@ -2,14 +2,15 @@
 OpenAI-compatible `/v1/completions` endpoint with token-id prompts, weight sync through
 vLLM's development endpoints (`/collective_rpc`, `/reset_prefix_cache`).
 
-Start the server (on another GPU or machine; `server_command` and `server_env` below build
-exactly this) with
+Start the server (on another GPU or machine) with the CUDA build's script
 
     VLLM_SERVER_DEV_MODE=1 PYTHONPATH=/path/to/this/repo vllm serve <model> \\
         --worker-extension-cls trainers.engines.vllm_weights.WeightLoaderExtension \\
         --logprobs-mode processed_logprobs
 
 (logprobs after temperature, as the trainer's; the raw ones would skew the gap metric and TIS.)
+`server_command` and `server_env` below build the same server through its Python module, which
+works with the CPU build too.
 
 `VLLM_SERVER_DEV_MODE` exposes endpoints that run code on the server: keep the port on
 a private network. Without the extension the server still generates, but the trainer
