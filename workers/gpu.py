@@ -7,7 +7,8 @@ Importing this module connects Celery signal handlers (the worker app imports it
   process that replaces one that exited keeps its index, hence its GPU). Start the
   worker with one process per GPU (`default_concurrency`, what the launcher does).
 - `worker_ready` / `worker_shutdown`: the worker's row in `studio.fleet` (queues, GPUs,
-  concurrency) is written, refreshed by a heartbeat thread, and marked stopped.
+  concurrency) is written, refreshed by a heartbeat thread (which also fails runs whose
+  worker went silent), and marked stopped.
 - `task_postrun`: GPU memory a finished or cancelled run left cached is returned.
 
 Nothing here initialises CUDA in the parent process (GPUs are read with nvidia-smi).
@@ -107,11 +108,16 @@ def record_start(hostname: str, queues: list[str], concurrency: int) -> None:
 
 
 def beat(hostname: str, queues: list[str], concurrency: int) -> None:
-    """One heartbeat: fresh last_seen and GPU readings; recreates a row someone deleted."""
+    """One heartbeat: fresh last_seen and GPU readings (recreating a row someone deleted), then
+    fail the runs whose worker has gone silent. Every live worker sweeps, so a dead one's runs
+    end within a beat of the timeout without any page or API read having to write."""
     from studio.fleet.models import WorkerNode
+    from studio.runs.lifecycle import sweep_lost_runs
 
     if not WorkerNode.record_beat(hostname, detect_gpus()):
         record_start(hostname, queues, concurrency)
+    if failed := sweep_lost_runs():
+        log.warning("runs %s failed: their worker stopped sending heartbeats", failed)
 
 
 class Heartbeat(threading.Thread):

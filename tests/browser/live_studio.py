@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from studio.launch import Children, free_port, start_embedded_redis
+from launcher.processes import Children, free_port, start_embedded_redis
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -78,7 +78,7 @@ class LiveStudio:
             daphne_log,
         )
         if worker:
-            from studio.launch import worker_argv  # the command `./studioctl up` runs
+            from launcher.studio import worker_argv  # the command `./studioctl up` runs
 
             self.spawn(worker_argv("default,gpu", 2, "browser-test@%h"), self.folder / "worker.log")
         wait_for_port(self.port, daphne, daphne_log)

@@ -1,4 +1,4 @@
-"""The whole studio as a user starts it: `python -m studio.launch up` (what ./studioctl up runs)
+"""The whole studio as a user starts it: `python -m launcher up` (what ./studioctl up runs)
 with a real Celery worker, the real broker and daphne. Drives the API over HTTP and reads the
 run's websocket with a real client; ends with Ctrl-C (SIGINT) and checks a clean stop.
 
@@ -24,7 +24,7 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
-from studio.launch import ROOT, free_port
+from launcher.processes import ROOT, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 PASSWORD = "e2e-password-123"
@@ -65,7 +65,7 @@ def studio(tmp_path_factory):
     else:
         env.pop("DATABASE_URL", None)
         env.pop("REDIS_URL", None)  # the launcher starts its own embedded Redis, as for a new user
-    proc = subprocess.Popen([sys.executable, "-m", "studio.launch", "up", "--port", str(port)], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "launcher", "up", "--port", str(port)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     lines: queue.Queue[str] = queue.Queue()
     log: list[str] = []

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from studio.launch import Children, start_embedded_redis, worker_argv
+from launcher.processes import Children, start_embedded_redis
+from launcher.studio import worker_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 

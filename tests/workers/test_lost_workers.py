@@ -9,6 +9,7 @@ from django.utils import timezone
 from studio.runs import lifecycle
 from studio.runs.models import Run
 from tests.studio.base import StudioTestCase
+from workers import gpu
 
 
 class LostWorkerTest(StudioTestCase):
@@ -23,10 +24,22 @@ class LostWorkerTest(StudioTestCase):
         self.assertEqual(stale.events.get(kind="status").payload["state"], "failed")
         self.assertEqual(Run.objects.get(pk=fresh.pk).state, "running")
 
-    def test_listing_runs_sweeps_so_a_lost_run_never_looks_alive(self):
+    def test_a_live_workers_heartbeat_sweeps_so_a_lost_run_never_looks_alive(self):
         stale = self.make_run("running", heartbeat=timezone.now() - timedelta(hours=1))
-        self.client_for(self.carol).get("/api/runs/")
+        gpu.beat("other@box", ["gpu"], 1)
         self.assertEqual(Run.objects.get(pk=stale.pk).state, "failed")
+
+    def test_reading_runs_writes_nothing(self):
+        # Pages and API reads used to sweep; a GET must not change the database.
+        stale = self.make_run("running", heartbeat=timezone.now() - timedelta(hours=1))
+        for path in ("/api/runs/", "/runs/", "/"):
+            with self.subTest(path=path):
+                if path.startswith("/api/"):
+                    self.assertEqual(self.client_for(self.carol).get(path).status_code, 200)
+                else:
+                    self.client.force_login(self.carol)
+                    self.assertEqual(self.client.get(path).status_code, 200)
+                self.assertEqual(Run.objects.get(pk=stale.pk).state, "running")
 
     def test_a_worker_that_finishes_after_the_sweeper_cannot_overwrite_the_failure(self):
         run = self.make_run("running", heartbeat=timezone.now() - timedelta(hours=1))

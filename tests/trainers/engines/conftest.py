@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from studio.launch import free_port
+from launcher.processes import free_port
 from trainers.engines.vllm_server import VLLMServerClient, VLLMServerError, server_command, server_env
 
 SERVER_START_S = 240

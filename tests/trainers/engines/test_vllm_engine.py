@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from studio.launch import ROOT
+from launcher.processes import ROOT
 from tests.trainers.helpers import engine_trainer_gap
 from trainers.engines.availability import INSTALL_NOTE, vllm_unavailable_reason
 from trainers.engines.base import EngineUnavailable, SamplingParams, create_engine

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from studio.launch import free_port
+from launcher.processes import free_port
 from tests.trainers.helpers import engine_trainer_gap
 from trainers.engines.base import SamplingParams
 from trainers.engines.vllm_server import VLLMServerClient, VLLMServerError

@@ -1,0 +1,1 @@
+"""Process-level entry points around the Django project: start the studio, a worker, the tests."""

@@ -1,0 +1,67 @@
+"""`test`: pytest on tests/ under an embedded Redis, then again on PostgreSQL + Redis when
+they answer on localhost (or when STUDIO_TEST_TEAM_SCALE=1 demands it)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+from launcher.processes import ROOT, Children, ensure_redis, port_open
+
+
+def test(args: argparse.Namespace) -> int:
+    """pytest on tests/ under an embedded Redis; again on PostgreSQL + Redis when they answer."""
+    children = Children()
+    try:
+        ensure_redis(children)
+        code = _pytest([*args.pytest_args], os.environ.copy())
+        if _team_scale_reachable():
+            env = dict(os.environ)
+            env["DATABASE_URL"] = os.environ.get("STUDIO_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+            env["REDIS_URL"] = os.environ.get("STUDIO_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+            env.setdefault("STUDIO_TEST_DB_NAME", f"test_studio_{os.getpid()}")
+            print("\n=== again at team scale: PostgreSQL + Redis ===", flush=True)
+            team_args = _team_scale_args(args.pytest_args)
+            team_code = _pytest(team_args, env) if team_args else 0
+            code = code or team_code
+        return code
+    finally:
+        children.stop_all()
+
+
+TEAM_SCALE_TESTS = ("tests/studio", "tests/workers")  # what depends on the database and the broker
+
+
+def _team_scale_args(pytest_args: list[str]) -> list[str]:
+    """The second pass's pytest arguments: the given test paths that lie under TEAM_SCALE_TESTS
+    (all of them when no path is given), with every other argument as given; [] when the paths
+    given hold none of them (nothing to run again)."""
+
+    def is_path(arg: str) -> bool:
+        return not arg.startswith("-") and (ROOT / arg.split("::")[0]).exists()
+
+    paths = [a for a in pytest_args if is_path(a)]
+    options = [a for a in pytest_args if not is_path(a)]
+    if not paths:
+        return [*TEAM_SCALE_TESTS, *options]
+    kept = [p for p in paths if p.startswith(TEAM_SCALE_TESTS)]
+    return [*kept, *options] if kept else []
+
+
+def _pytest(extra: list[str], env: dict[str, str]) -> int:
+    code = subprocess.call([sys.executable, "-m", "pytest", *extra], cwd=ROOT, env=env)
+    return 0 if code == 5 else code  # 5: nothing collected under a filter; not a failure of the suite
+
+
+def _team_scale_reachable() -> bool:
+    mode = os.environ.get("STUDIO_TEST_TEAM_SCALE", "auto").lower()
+    if mode in ("0", "no", "off", "false"):
+        return False
+    reachable = port_open("127.0.0.1", 5432) and port_open("127.0.0.1", 6379)
+    if mode in ("1", "yes", "on", "true") and not reachable:
+        raise SystemExit("STUDIO_TEST_TEAM_SCALE=1 but PostgreSQL (5432) or Redis (6379) does not answer")
+    return reachable
+
+
