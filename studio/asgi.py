@@ -11,8 +11,8 @@ django_http = get_asgi_application()  # sets up Django before the consumers are 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-from studio.live.auth import AllowedHostsBrowserOriginValidator, SessionOrTokenAuthMiddleware  # noqa: E402
-from studio.live.routing import websocket_urlpatterns  # noqa: E402
+from studio.runs.live.auth import AllowedHostsBrowserOriginValidator, SessionOrTokenAuthMiddleware  # noqa: E402
+from studio.runs.live.routing import websocket_urlpatterns  # noqa: E402
 
 # The studio serves its own static files (a single-command install has no separate web server);
 # at team scale a reverse proxy may serve STATIC_ROOT instead (STUDIO_SERVE_STATIC=0).

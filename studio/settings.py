@@ -53,9 +53,7 @@ INSTALLED_APPS = [
     "studio.rubrics",
     "studio.experiments",
     "studio.runs",
-    "studio.live",
     "studio.sharing",
-    "studio.curves",
     "studio.fleet",
 ]
 

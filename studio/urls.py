@@ -1,10 +1,41 @@
+"""Every feature mounts its pages and JSON endpoints from its own urls.py; the REST resources
+share one router (its root lists them all at /api/)."""
+
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.authtoken.views import obtain_auth_token
+from rest_framework.routers import DefaultRouter
+
+from studio.accounts.api import TeamViewSet
+from studio.datasets.api import DatasetViewSet
+from studio.experiments import catalog
+from studio.experiments.api import ExperimentViewSet
+from studio.rubrics.api import RubricViewSet, criterion_kinds
+from studio.runs.api import RunViewSet
+
+router = DefaultRouter()
+router.register("teams", TeamViewSet, basename="team")
+router.register("datasets", DatasetViewSet, basename="dataset")
+router.register("rubrics", RubricViewSet, basename="rubric")
+router.register("experiments", ExperimentViewSet, basename="experiment")
+router.register("runs", RunViewSet, basename="run")
+
+api = [
+    path("", include(router.urls)),
+    path("token/", obtain_auth_token, name="api-token"),
+    path("presets/", catalog.presets, name="api-presets"),
+    path("spec-schema/", catalog.spec_schema, name="api-spec-schema"),
+    path("criterion-kinds/", criterion_kinds, name="api-criterion-kinds"),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+]
 
 urlpatterns = [
-    path("", include("studio.front.urls")),
-    path("api/", include("studio.api.urls")),
-    # The run page and share links, the curves API and the fleet page mount at the root.
+    path("api/", include(api)),
+    path("", include("studio.accounts.urls")),
+    path("", include("studio.datasets.urls")),
+    path("", include("studio.rubrics.urls")),
+    path("", include("studio.experiments.urls")),
+    path("", include("studio.runs.urls")),
     path("", include("studio.sharing.urls")),
-    path("", include("studio.curves.urls")),
     path("", include("studio.fleet.urls")),
 ]

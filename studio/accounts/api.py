@@ -1,14 +1,15 @@
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.shortcuts import get_object_or_404
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
-from studio.accounts.models import LAST_OWNER, OWNER, ROLES, Membership, Team
+from studio.accounts import services
+from studio.accounts.models import ROLES, Membership, Team
 
 
 class MembershipSerializer(serializers.ModelSerializer):
@@ -47,27 +48,28 @@ class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Creat
         return perms.visible_teams(self.request.user).prefetch_related("memberships__user").distinct()
 
     def perform_create(self, serializer) -> None:
-        team = serializer.save()
-        team.add_member(self.request.user, OWNER)
+        try:
+            serializer.instance = services.create_team(serializer.validated_data["name"], self.request.user)
+        except services.TeamActionError as exc:
+            raise ValidationError({exc.field: [str(exc)]}) from None
 
     @action(detail=True, methods=["post"], serializer_class=AddMemberSerializer)
     def members(self, request, pk=None):
         team = perms.get_for(request.user, Team.objects.all(), pk, perms.MANAGE)
         data = AddMemberSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        user = get_user_model().objects.filter(username=data.validated_data["username"]).first()
-        if user is None:
-            return Response({"username": ["no such user"]}, status=status.HTTP_400_BAD_REQUEST)
-        if data.validated_data["role"] != OWNER and team.is_last_owner(user):
-            return Response({"role": [LAST_OWNER]}, status=status.HTTP_400_BAD_REQUEST)
-        membership = team.add_member(user, data.validated_data["role"])
+        try:
+            membership = services.add_member(team, data.validated_data["username"], data.validated_data["role"])
+        except services.TeamActionError as exc:
+            return Response({exc.field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
         return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
 
     @action(detail=True, methods=["delete"], url_path=r"members/(?P<user_id>\d+)")
     def remove_member(self, request, pk=None, user_id=None):
         team = perms.get_for(request.user, Team.objects.all(), pk, perms.MANAGE)
         membership = get_object_or_404(Membership, team=team, user_id=user_id)
-        if team.is_last_owner(membership.user):
-            return Response({"detail": LAST_OWNER}, status=status.HTTP_400_BAD_REQUEST)
-        membership.delete()
+        try:
+            services.remove_member(team, membership)
+        except services.TeamActionError as exc:
+            return Response({exc.field: str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,4 +1,4 @@
-"""Who may do what. Every view, API endpoint and the websocket consumer ask here.
+"""Who may do what. Every page, API endpoint and the websocket consumer ask here, and only here.
 
 Rules (tests/studio/test_permission_matrix.py walks every endpoint and the websocket against them):
 - members of a team (owner, editor, viewer) see the team's datasets, rubrics,
@@ -65,14 +65,23 @@ def has_role(user, team_id: int, need: str) -> bool:
     return role_allows(role_in(user, team_id), need)
 
 
-def check(user, obj: Model, need: str = VIEW) -> None:
-    """Raise Http404 for outsiders and PermissionDenied for members without the role."""
-    team_id = obj.pk if isinstance(obj, Team) else obj.team_id
-    role = role_in(user, team_id)
+def require(user, team: Team | int, need: str = VIEW) -> str:
+    """The user's role in the team if it allows `need`; else Http404 for outsiders (and teams
+    that do not exist) and PermissionDenied for members whose role is too low.
+
+    Django's two exceptions serve both sides: pages turn them into 404/403 pages, and DRF's
+    exception handler into 404/403 JSON answers."""
+    role = role_in(user, team if isinstance(team, int) else team.pk)
     if role is None:
         raise Http404("not found")
     if not role_allows(role, need):
-        raise PermissionDenied(f"your role ({role}) cannot {need} this")
+        raise PermissionDenied(f"your role ({role}) cannot {need} in this team")
+    return role
+
+
+def check(user, obj: Model, need: str = VIEW) -> str:
+    """`require` for a team-owned object (or a team itself)."""
+    return require(user, obj.pk if isinstance(obj, Team) else obj.team_id, need)
 
 
 def get_for(user, queryset: QuerySet, pk, need: str = VIEW) -> Model:
@@ -98,3 +107,17 @@ class TeamRole(permissions.BasePermission):
 def view_actions(view) -> tuple[str, ...]:
     """POST actions that change nothing (a rubric's "try it"), open to viewers too."""
     return getattr(view, "read_only_actions", ())
+
+
+def is_team_member(user) -> bool:
+    """Whether the user belongs to any team: the fleet of workers is shared by every team."""
+    return visible_teams(user).exists()
+
+
+class AnyTeamMember(permissions.BasePermission):
+    """DRF: members of any team (the fleet)."""
+
+    message = "only members of a team may see the workers"
+
+    def has_permission(self, request, view) -> bool:
+        return is_team_member(request.user)

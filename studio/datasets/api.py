@@ -8,10 +8,10 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
-from studio.api.base import TeamField, TeamScopedViewSet, require_team_role
 from studio.datasets import storage
 from studio.datasets.files import PREVIEW_ROWS, DatasetFileError, inspect_dataset
 from studio.datasets.models import FORMATS, Dataset
+from studio.lib.team_api import TeamField, TeamScopedViewSet
 
 PREVIEW_MAX = 200
 MAPPING_FIELDS = ["split", "prompt_field", "messages_field", "answer_field", "extra_fields"]
@@ -33,7 +33,7 @@ class DatasetSerializer(serializers.ModelSerializer):
     def validate(self, attrs):
         if self.instance is None:
             # Refuse before the upload is written anywhere: a viewer's or an outsider's file never lands.
-            require_team_role(self.context["request"].user, attrs["team"], perms.EDIT)
+            perms.require(self.context["request"].user, attrs["team"], perms.EDIT)
             attrs = self._place_file(attrs)
         # A PUT names the team (a required field): naming the same team again is no change.
         elif "path" in attrs or "file" in attrs or attrs.get("team", self.instance.team) != self.instance.team:

@@ -5,14 +5,13 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
-from studio.api.base import TeamField, TeamScopedViewSet, require_team_role, same_team
-from studio.api.runs import RunSerializer
 from studio.datasets.models import Dataset
-from studio.experiments import paths, specs
+from studio.experiments import paths, services, specs
 from studio.experiments.models import Experiment
+from studio.lib.team_api import TeamField, TeamScopedViewSet, same_team
 from studio.rubrics.models import Rubric
-from studio.runs import lifecycle
-from studio.runs.models import KINDS, Checkpoint
+from studio.runs.api import RunSerializer
+from studio.runs.models import KINDS
 from trainers.spec import PRESETS, apply_preset
 
 
@@ -79,32 +78,21 @@ class ExperimentViewSet(TeamScopedViewSet):
     @action(detail=True, methods=["post"], serializer_class=LaunchSerializer)
     def launch(self, request, pk=None):
         experiment = self.get_object()
-        require_team_role(request.user, experiment.team, perms.EDIT)
+        perms.check(request.user, experiment, perms.EDIT)
         data = LaunchSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         options = data.validated_data
-        if not experiment.dataset.is_valid:
-            return Response({"dataset": f"dataset has {experiment.dataset.error_count} errors; fix its mapping first"},
-                            status=status.HTTP_400_BAD_REQUEST)  # fmt: skip
-        config = specs.deep_merge(experiment.spec_config(options.get("name")), options.get("overrides") or {})
-        if options["kind"] == "eval" and options.get("checkpoint"):
-            checkpoint = Checkpoint.objects.filter(pk=options["checkpoint"], run__team=experiment.team).first()
-            if checkpoint is None:
-                return Response({"checkpoint": "no such checkpoint in this team"}, status=status.HTTP_400_BAD_REQUEST)
-            config = specs.deep_merge(config, {"eval": {"checkpoint": checkpoint.path}})
         try:
-            spec = paths.validate_for_team(config, experiment.team)
-        except specs.SpecError as exc:
+            run = services.launch(experiment, request.user, kind=options["kind"], name=options.get("name") or "",
+                                  checkpoint_id=options.get("checkpoint"), overrides=options.get("overrides"))  # fmt: skip
+        except services.LaunchError as exc:
             return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
-        name = options.get("name") or f"{experiment.name} #{experiment.runs.count() + 1}"
-        run = lifecycle.create_run(experiment.team, spec, kind=options["kind"], name=name, experiment=experiment,
-                                   user=request.user)  # fmt: skip
         return Response(RunSerializer(run, context=self.get_serializer_context()).data, status=status.HTTP_201_CREATED)
 
     @action(detail=True, methods=["post"], serializer_class=CloneSerializer)
     def clone(self, request, pk=None):
         source = self.get_object()
-        require_team_role(request.user, source.team, perms.EDIT)
+        perms.check(request.user, source, perms.EDIT)
         data = CloneSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         payload = {

@@ -1,4 +1,4 @@
-"""Read-only schema endpoints: the trainer library's presets, RunSpec schema and criterion kinds."""
+"""Read-only schema endpoints: the trainer library's presets and the RunSpec schema."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from rest_framework.decorators import api_view, permission_classes
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
-from trainers.rewards.catalog import CRITERION_KINDS
 from trainers.spec import PRESET_DESCRIPTIONS, RunSpec, preset_values
 
 
@@ -26,12 +25,3 @@ def presets(request):
 def spec_schema(request):
     """JSON schema of trainers.spec.RunSpec (what experiments and runs validate against)."""
     return Response(RunSpec.model_json_schema())
-
-
-@extend_schema(responses={200: dict})
-@api_view(["GET"])
-@permission_classes([IsAuthenticated])
-def criterion_kinds(request):
-    """Each criterion kind with the JSON schema of its parameters."""
-    return Response({kind: {"description": (model.__doc__ or "").strip(), "params": model.model_json_schema()}
-                     for kind, model in CRITERION_KINDS.items()})  # fmt: skip

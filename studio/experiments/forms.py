@@ -1,20 +1,13 @@
-"""Page-side glue between POST data and the schema renderer (studio.front.schema_form)."""
+"""The experiment form: RunSpec sections rendered from the schema (studio.lib.schema_form) and read back."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-from studio.accounts import permissions as perms
-from studio.datasets.files import iter_rows
-from studio.datasets.models import Dataset
-from studio.front.schema_form import FormField, fields_for, read_fields
+from studio.lib.schema_form import FormField, fields_for, read_fields
 from trainers.engines.availability import vllm_build, vllm_unavailable_reason
-from trainers.rewards.catalog import CRITERION_KINDS
 from trainers.spec import RunSpec
 
-KIND_NAMES = list(CRITERION_KINDS)
 # RunSpec parts the experiment form does not show: they come from the dataset, the rubric,
 # the model field, or are set per run by the studio.
 EXPERIMENT_SECTIONS = ("model", "data", "algorithm", "rollout", "optim", "checkpoint", "eval")
@@ -62,82 +55,3 @@ def experiment_meta(base, post) -> dict[str, Any]:
         return dict.fromkeys(keys, "")
     return {"team": base.team_id, "name": base.name if base.pk else "", "description": base.description,
             "dataset": base.dataset_id, "rubric": base.rubric_id, "model_path": base.model_path, "preset": base.preset}  # fmt: skip
-
-
-def criteria_fields(spec: dict[str, Any], errors: dict[str, str]) -> list[dict[str, Any]]:
-    out = []
-    for i, criterion in enumerate(spec.get("criteria", [])):
-        kind = criterion.get("kind") if criterion.get("kind") in CRITERION_KINDS else KIND_NAMES[0]
-        schema = CRITERION_KINDS.get(kind).model_json_schema()
-        params = fields_for(schema, schema, f"c{i}.params.", criterion.get("params") or {},
-                            {k.replace(f"spec.criteria.{i}.params.", f"c{i}.params."): v for k, v in errors.items()})  # fmt: skip
-        out.append({"index": i, "name": criterion.get("name", ""), "kind": kind, "weight": criterion.get("weight", 1.0),
-                    "doc": (CRITERION_KINDS.get(kind).__doc__ or "").strip(), "params": params,
-                    "error": " ".join(v for k, v in errors.items() if k.startswith(f"spec.criteria.{i}") and ".params." not in k)})  # fmt: skip
-    return out
-
-
-def read_rubric(post) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
-    """(rubric spec, {name, description, team}, parse errors) from the editor's POST."""
-    count = int(post.get("count", 0) or 0)
-    criteria, errors = [], {}
-    for i in range(count):
-        kind = post.get(f"c{i}.kind", KIND_NAMES[0])
-        criterion: dict[str, Any] = {"name": post.get(f"c{i}.name", ""), "kind": kind}
-        try:
-            criterion["weight"] = float(post.get(f"c{i}.weight", "1") or 1)
-        except ValueError:
-            errors[f"spec.criteria.{i}.weight"] = "must be a number"
-        if kind in CRITERION_KINDS and post.get(f"c{i}.shown_kind") == kind:
-            schema = CRITERION_KINDS.get(kind).model_json_schema()
-            values, parse_errors = read_fields(fields_for(schema, schema, f"c{i}.params.", {}, {}), post)
-            criterion["params"] = values.get(f"c{i}", {}).get("params", {})
-            errors.update(
-                {k.replace(f"c{i}.params.", f"spec.criteria.{i}.params."): v for k, v in parse_errors.items()}
-            )
-        criteria.append(criterion)
-    spec: dict[str, Any] = {"criteria": criteria, "combine": post.get("combine", "weighted_sum")}
-    if post.get("formula"):
-        spec["formula"] = post["formula"]
-    if post.get("pass_threshold"):
-        try:
-            spec["pass_threshold"] = float(post["pass_threshold"])
-        except ValueError:
-            errors["spec.pass_threshold"] = "must be a number"
-    meta = {"name": post.get("name", ""), "description": post.get("description", ""), "team": post.get("team")}
-    return spec, meta, errors
-
-
-def trial_pairs(trial: dict[str, str], post, user) -> list[dict[str, Any]]:
-    """Pairs for "try it": typed prompt/answer, or a dataset row, with completions separated by '---' lines."""
-    text = trial["completions"].replace("\r\n", "\n")  # browsers submit textarea lines as CRLF
-    completions = [c.strip("\n") for c in text.split("\n---\n") if c.strip()]
-    if not completions:
-        raise ValueError("type at least one completion (separate several with a line of ---)")
-    try:
-        fields = json.loads(trial["fields"] or "{}")
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"extra fields: not valid JSON ({exc})") from None
-    base: dict[str, Any] = {
-        "prompt": trial["prompt"],
-        **({"answer": trial["answer"]} if trial["answer"] else {}),
-        **fields,
-    }
-    if post.get("try_dataset") and post.get("try_row"):
-        dataset = perms.get_for(user, Dataset.objects.all(), post["try_dataset"])
-        base = _dataset_row(dataset, int(post["try_row"]))
-    return [{**base, "completion": c} for c in completions]
-
-
-def _dataset_row(dataset: Dataset, number: int) -> dict[str, Any]:
-    for row, record in iter_rows(Path(dataset.path), dataset.format, dataset.split):
-        if row == number:
-            if isinstance(record, Exception):
-                raise ValueError(f"row {number}: {record}")
-            pair = {k: v for k, v in record.items()}
-            prompt_key = dataset.messages_field or dataset.prompt_field
-            pair["prompt" if not dataset.messages_field else "messages"] = record.get(prompt_key)
-            if dataset.answer_field:
-                pair["answer"] = record.get(dataset.answer_field)
-            return pair
-    raise ValueError(f"the dataset has no row {number}")

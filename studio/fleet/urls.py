@@ -1,8 +1,7 @@
-"""Mounted at the site root by studio.urls: the page and its JSON twin."""
-
 from django.urls import path
 
-from studio.fleet.views import WorkerNodeList, fleet_page
+from studio.fleet.api import WorkerNodeList
+from studio.fleet.pages import fleet_page
 
 urlpatterns = [
     path("fleet/", fleet_page, name="fleet"),

@@ -1,12 +1,10 @@
-"""What every team-owned API resource shares: querysets limited to the user's teams,
+"""What every team-owned API resource shares (datasets, rubrics, experiments): querysets limited to the user's teams,
 reads for members, writes for owners/editors, 404 for everyone else."""
 
 from __future__ import annotations
 
 from django.db.models import ProtectedError
 from rest_framework import serializers, status, viewsets
-from rest_framework.exceptions import NotFound
-from rest_framework.exceptions import PermissionDenied as DRFPermissionDenied
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
@@ -31,11 +29,11 @@ class TeamScopedViewSet(viewsets.ModelViewSet):
         # gets 403 whatever else is wrong with the body.
         team_id = str(request.data.get("team", "")) if hasattr(request.data, "get") else ""
         if team_id.isdigit():  # a missing or malformed team is the serializer's 400
-            require_team_role(request.user, int(team_id), perms.EDIT)
+            perms.require(request.user, int(team_id), perms.EDIT)
         return super().create(request, *args, **kwargs)
 
     def perform_create(self, serializer) -> None:
-        require_team_role(self.request.user, serializer.validated_data["team"], perms.EDIT)
+        perms.require(self.request.user, serializer.validated_data["team"], perms.EDIT)
         serializer.save(created_by=self.request.user)
 
     def destroy(self, request, *args, **kwargs):
@@ -43,15 +41,6 @@ class TeamScopedViewSet(viewsets.ModelViewSet):
             return super().destroy(request, *args, **kwargs)
         except ProtectedError as exc:  # a dataset or rubric that experiments still use
             return Response({"detail": in_use_message(self.model, exc)}, status=status.HTTP_409_CONFLICT)
-
-
-def require_team_role(user, team: Team | int, need: str) -> None:
-    """NotFound for outsiders (and teams that do not exist), PermissionDenied for too low a role."""
-    role = perms.role_in(user, team if isinstance(team, int) else team.pk)
-    if role is None:
-        raise NotFound("team not found")
-    if not perms.role_allows(role, need):
-        raise DRFPermissionDenied(f"your role ({role}) cannot {need} in this team")
 
 
 def in_use_message(model, exc: ProtectedError) -> str:

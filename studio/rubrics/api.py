@@ -1,14 +1,17 @@
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.decorators import action
+from rest_framework.decorators import action, api_view, permission_classes
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
-from studio.api.base import TeamField, TeamScopedViewSet
 from studio.experiments import paths
+from studio.lib.team_api import TeamField, TeamScopedViewSet
 from studio.rubrics.models import Rubric
 from studio.rubrics.scoring import TryError, spec_to_try, try_rubric, validate_rubric
+from trainers.rewards.catalog import CRITERION_KINDS
 
 
 class RubricSerializer(serializers.ModelSerializer):
@@ -66,3 +69,12 @@ class RubricViewSet(TeamScopedViewSet):
         except TryError as exc:
             return Response(exc.errors, status=exc.status)
         return Response(answer)
+
+
+@extend_schema(responses={200: dict})
+@api_view(["GET"])
+@permission_classes([IsAuthenticated])
+def criterion_kinds(request):
+    """Each criterion kind with the JSON schema of its parameters."""
+    return Response({kind: {"description": (model.__doc__ or "").strip(), "params": model.model_json_schema()}
+                     for kind, model in CRITERION_KINDS.items()})  # fmt: skip

@@ -9,6 +9,7 @@ from rest_framework.exceptions import NotAuthenticated, NotFound
 
 from studio.accounts.permissions import role_in
 from studio.runs.models import Run
+from studio.sharing.models import share_token_opens
 
 
 def viewable_run(user, run_id, share_token: str | None = None) -> Run | None:
@@ -20,11 +21,8 @@ def viewable_run(user, run_id, share_token: str | None = None) -> Run | None:
         return None
     if role_in(user, run.team_id) is not None:
         return run
-    if share_token:
-        from studio.sharing.models import share_token_opens  # sharing builds on runs, not the reverse
-
-        if share_token_opens(run.pk, share_token):
-            return run
+    if share_token and share_token_opens(run.pk, share_token):
+        return run
     return None
 
 

@@ -8,7 +8,6 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
-from studio.api.base import require_team_role
 from studio.experiments import paths, specs
 from studio.lib.params import QueryError
 from studio.runs import lifecycle, rollout_query
@@ -73,13 +72,9 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def get_serializer_class(self):
         return RunDetailSerializer if self.action == "retrieve" else RunSerializer
 
-    def list(self, request, *args, **kwargs):
-        lifecycle.sweep_lost_runs()  # cheap (one indexed query) and keeps lost runs from looking alive
-        return super().list(request, *args, **kwargs)
-
     def _editable_run(self) -> Run:
         run = self.get_object()
-        require_team_role(self.request.user, run.team, perms.EDIT)
+        perms.check(self.request.user, run, perms.EDIT)
         return run
 
     @action(detail=True, methods=["post"], serializer_class=serializers.Serializer)

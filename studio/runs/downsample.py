@@ -5,7 +5,7 @@ into equal-width buckets and keep, per bucket, the mean x, the mean y and the ex
 (min and max y), so a spike that lasted one step still shows in the band around the line.
 
 This module is the reference implementation in plain Python (no Django). The endpoint does
-the same bucketing in SQL (`studio.curves.series`) so 100,000 points never leave the
+the same bucketing in SQL (`studio.runs.series`) so 100,000 points never leave the
 database; the tests check the two agree.
 """
 

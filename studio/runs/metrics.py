@@ -13,10 +13,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from studio.curves.downsample import DEFAULT_POINTS
-from studio.curves.series import Window, metric_keys, run_series
 from studio.lib.params import QueryError, number_param
 from studio.runs.access import readable_run
+from studio.runs.downsample import DEFAULT_POINTS
+from studio.runs.series import Window, metric_keys, run_series
 
 
 def window_from(params) -> Window:

@@ -20,6 +20,7 @@ from django.db.models.functions import Cast
 
 from studio.lib.params import QueryError, flag_param, number_param
 from studio.runs.models import Rollout, RolloutScore
+from studio.sharing.models import Note
 
 # ?order= value -> the field it sorts by; "-" is descending. Each field has a (run, field, id) index.
 ORDERS = {order: order.lstrip("-") for order in ("step", "-step", "reward", "-reward", "num_tokens", "-num_tokens",
@@ -82,8 +83,6 @@ def _with_notes(rows: QuerySet[Rollout], run_id: int, params) -> QuerySet[Rollou
     Only notes of this run count, the very set its notes list shows to whoever may read the run
     (members and share-link guests alike), so the filter reveals nothing that list does not.
     """
-    from studio.sharing.models import Note  # sharing builds on runs, not the reverse
-
     tag = (params.get("note_tag") or "").strip()
     if not tag and not flag_param(params, "has_note"):
         return rows

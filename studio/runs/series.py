@@ -1,6 +1,6 @@
 """Downsampled metric series straight from the database.
 
-Same buckets as `studio.curves.downsample` (equal-width over the x range, mean x, mean y,
+Same buckets as `studio.runs.downsample` (equal-width over the x range, mean x, mean y,
 min y, max y, the right edge folded into the last bucket) but computed with GROUP BY, so
 a curve of 100,000 points sends ~1,000 rows from the database to Python, not 100,000.
 Works on SQLite and PostgreSQL alike (Floor, Least and aggregates only).
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from django.db.models import Avg, BigIntegerField, F, FloatField, Max, Min, QuerySet, Value
 from django.db.models.functions import Cast, Floor, Greatest, Least
 
-from studio.curves.downsample import DEFAULT_POINTS, MAX_POINTS, Series, bucket_span
+from studio.runs.downsample import DEFAULT_POINTS, MAX_POINTS, Series, bucket_span
 from studio.runs.models import MetricPoint
 
 X_COLUMNS = {"step": "step", "time": "wall_time"}

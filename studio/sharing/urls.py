@@ -3,7 +3,6 @@ from django.urls import path
 from studio.sharing import api, pages
 
 urlpatterns = [
-    path("runs/<int:run_id>/", pages.run_page, name="run-detail"),
     path("share/<str:token>/", pages.shared_run_page, name="share-run"),
     path("compare/", pages.compare_page, name="compare"),
     path("api/runs/<int:run_id>/notes/", api.RunNotesView.as_view(), name="run-notes"),

@@ -20,9 +20,9 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from studio.live.groups import user_group
 from studio.runs.access import viewable_run
 from studio.runs.events import group_name
+from studio.runs.live.groups import user_group
 from studio.runs.models import RunEvent
 
 REPLAY_BATCH = 500

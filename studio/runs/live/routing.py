@@ -1,5 +1,5 @@
 from django.urls import path
 
-from studio.live.consumers import RunConsumer
+from studio.runs.live.consumers import RunConsumer
 
 websocket_urlpatterns = [path("ws/runs/<int:run_id>/", RunConsumer.as_asgi())]

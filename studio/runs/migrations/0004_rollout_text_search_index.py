@@ -2,9 +2,11 @@
 
 The search is `UPPER(completion::text) LIKE UPPER('%q%')`; without an index PostgreSQL reads
 every rollout of the run (1-2 s at 1,000,000 rows), with it a page comes back in a few ms
-(bench/api_curves_rollouts.py). It lives here, with the run page's other data paths, rather
-than in studio.runs, whose models it does not change. SQLite has no such index and needs none
-at this scale (its scan stops at the page's end, and a no-match scan takes ~0.3 s).
+(bench/api_curves_rollouts.py). SQLite has no such index and needs none at this scale (its scan
+stops at the page's end, and a no-match scan takes ~0.3 s).
+
+It was the `curves` app's first migration before the run's code moved into studio.runs; on a
+database that ran it the index exists already, and IF NOT EXISTS makes this one a no-op.
 """
 
 from django.db import migrations, transaction
@@ -32,5 +34,5 @@ def drop(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("runs", "0001_initial")]
+    dependencies = [("runs", "0003_rollout_trained")]
     operations = [migrations.RunPython(create, drop)]

@@ -3,7 +3,7 @@
 from django import template
 from django.urls import reverse
 
-from studio.curves.vendor import plotly_version
+from studio.runs.plotly import plotly_version
 
 register = template.Library()
 

@@ -1,0 +1,42 @@
+"""The home page (recent runs and experiments of your teams) and the teams page."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from rest_framework.authtoken.models import Token
+
+from studio.accounts import permissions as perms
+from studio.accounts import services
+from studio.accounts.models import ROLES, VIEWER, Team
+from studio.experiments.models import Experiment
+from studio.runs.models import Run
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    runs = perms.visible(Run.objects.all(), request.user).distinct().select_related("experiment")[:20]
+    experiments = perms.visible(Experiment.objects.all(), request.user).distinct()[:10]
+    return render(request, "accounts/home.html", {"runs": runs, "experiments": experiments})
+
+
+@login_required
+def teams(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        try:
+            if "create_team" in request.POST:
+                services.create_team(request.POST.get("name", ""), request.user)
+            elif "add_member" in request.POST:
+                team = perms.get_for(request.user, Team.objects.all(), request.POST.get("team"), perms.MANAGE)
+                services.add_member(team, request.POST.get("username", ""), request.POST.get("role", VIEWER))
+            elif "token" in request.POST:
+                Token.objects.get_or_create(user=request.user)
+        except services.TeamActionError as exc:
+            messages.error(request, f"{str(exc)[:1].upper()}{str(exc)[1:]}.")
+        return redirect("teams")
+    my_teams = perms.visible_teams(request.user).prefetch_related("memberships__user").distinct()
+    rows = [(team, team.role_of(request.user)) for team in my_teams]
+    token = Token.objects.filter(user=request.user).first()
+    return render(request, "accounts/teams.html", {"teams": rows, "roles": ROLES, "token": token})

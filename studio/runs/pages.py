@@ -1,0 +1,87 @@
+"""The runs list (cancel, resume, evaluate) and the run page: curves, rollouts, log and notes.
+
+The run page renders a frame and a JSON config; the JS modules in frontend/static/js fetch the
+data (curves, rollouts, notes) and follow the websocket. A share link shows the same page
+read-only (studio.sharing.pages).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.csrf import ensure_csrf_cookie
+
+from studio.accounts import permissions as perms
+from studio.runs import lifecycle
+from studio.runs.models import Run, RunEvent
+from studio.sharing.models import SUGGESTED_TAGS, ShareLink
+
+LOG_TAIL = 200
+RUN_ACTIONS = {"resume": lifecycle.resume, "evaluate": lifecycle.evaluate_checkpoint}
+
+
+@login_required
+def runs(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        run = perms.get_for(request.user, Run.objects.all(), request.POST.get("run"), perms.EDIT)
+        try:
+            if request.POST.get("action") in RUN_ACTIONS:
+                new = RUN_ACTIONS[request.POST["action"]](run, request.user)
+                return redirect("run-detail", new.pk)
+            lifecycle.request_cancel(run)
+        except lifecycle.RunActionError as exc:
+            messages.error(request, str(exc))
+        return redirect("runs")
+    rows = perms.visible(Run.objects.all(), request.user).distinct().select_related("experiment", "team")
+    state = request.GET.get("state")
+    if state:
+        rows = rows.filter(state=state)
+    return render(request, "runs/list.html", {"runs": rows.order_by("-created")[:200], "state": state})
+
+
+def _criteria(run: Run) -> list[str]:
+    rubric = (run.spec or {}).get("rubric") or {}
+    return [c.get("name") for c in rubric.get("criteria", []) if isinstance(c, dict) and c.get("name")]
+
+
+def _log_tail(run: Run) -> list[str]:
+    """The last log lines, oldest first; the websocket appends the rest."""
+    events = RunEvent.objects.filter(run=run, kind__in=("log", "status")).order_by("-seq")[:LOG_TAIL]
+    lines = []
+    for event in reversed(events):
+        data = event.payload or {}
+        lines.append(
+            data.get("line") if event.kind == "log" else f"[{data.get('state')}] {data.get('detail', '')}".strip()
+        )
+    return [line for line in lines if line]
+
+
+def render_run_page(request: HttpRequest, run: Run, *, role: str | None, share: ShareLink | None) -> HttpResponse:
+    """The run page for a member (`role`) or, read-only, for whoever holds the share link `share`."""
+    can_edit = perms.role_allows(role, perms.EDIT)
+    config: dict[str, Any] = {
+        "run": run.summary(),
+        "share_token": share.token if share else None,
+        "can_note": can_edit,
+        "can_share": can_edit,
+        "can_cancel": can_edit,
+        "criteria": _criteria(run),
+        "log_lines": _log_tail(run),
+    }
+    context = {"run": run, "config": config, "share": share, "can_edit": can_edit, "tags": SUGGESTED_TAGS}
+    template = "share/run.html" if share else "runs/detail.html"
+    return render(request, template, context)
+
+
+@login_required
+@ensure_csrf_cookie  # the page's JS posts notes and share links with the cookie's token
+def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = Run.objects.filter(pk=run_id).select_related("team", "experiment").first()
+    role = perms.role_in(request.user, run.team_id) if run else None
+    if run is None or role is None:
+        raise Http404("not found")
+    return render_run_page(request, run, role=role, share=None)

@@ -1,0 +1,12 @@
+from django.urls import path
+
+from studio.runs import pages
+from studio.runs.metrics import RunMetricsView
+from studio.runs.plotly import plotly_js
+
+urlpatterns = [
+    path("runs/", pages.runs, name="runs"),
+    path("runs/<int:run_id>/", pages.run_page, name="run-detail"),
+    path("api/runs/<int:run_id>/metrics/", RunMetricsView.as_view(), name="run-metrics"),
+    path("static-vendor/plotly.min.js", plotly_js, name="plotly-js"),
+]
