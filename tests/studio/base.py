@@ -1,11 +1,4 @@
-"""A base test case with named people and one team's objects.
-
-Who may see what:
-- alice owns the team: sees and does everything, manages members;
-- bob is an editor: sees everything, creates, edits, launches and cancels;
-- carol is a viewer: sees everything, changes nothing (403);
-- charlie is in no team of theirs: everything of the team is 404 to him.
-"""
+"""A base test case with the people of tests/studio/people.py and one team's objects."""
 
 from __future__ import annotations
 
@@ -13,16 +6,16 @@ import json
 import tempfile
 from pathlib import Path
 
-from django.contrib.auth import get_user_model
 from django.test import override_settings
 from rest_framework.test import APIClient, APITestCase
 
-from studio.accounts.models import EDITOR, OWNER, VIEWER, Team
+from studio.accounts.models import Team
 from studio.datasets import storage
 from studio.datasets.models import Dataset
 from studio.experiments.models import Experiment
 from studio.rubrics.models import Rubric
 from studio.runs.models import Run
+from tests.studio import people
 
 RUBRIC = {"criteria": [{"name": "correct", "kind": "exact_match", "weight": 1.0, "params": {}}]}
 ROWS = [{"prompt": "What is 2+2?", "answer": "4"}, {"prompt": "Capital of France?", "answer": "Paris"}]
@@ -43,17 +36,10 @@ class StudioTestCase(APITestCase):
         self.settings_override = override_settings(DATA_DIR=self.data_dir, DATASET_ROOTS=[self.tmp])
         self.settings_override.enable()
         self.addCleanup(self.settings_override.disable)
-        users = get_user_model().objects
-        self.alice = users.create_user("alice", password="password")
-        self.bob = users.create_user("bob", password="password")
-        self.carol = users.create_user("carol", password="password")
-        self.charlie = users.create_user("charlie", password="password")
-        self.team = Team.objects.create(name="Alice's team")
-        self.team.add_member(self.alice, OWNER)
-        self.team.add_member(self.bob, EDITOR)
-        self.team.add_member(self.carol, VIEWER)
-        self.other_team = Team.objects.create(name="Charlie's team")
-        self.other_team.add_member(self.charlie, OWNER)
+        for name, user in people.everyone().items():
+            setattr(self, name, user)
+        self.team = Team.objects.get(name=people.TEAM)
+        self.other_team = Team.objects.get(name=people.OTHER_TEAM)
         self.dataset = self.make_dataset()
         self.rubric = Rubric.objects.create(team=self.team, name="Correct", spec=RUBRIC, created_by=self.alice)
         self.experiment = Experiment.objects.create(

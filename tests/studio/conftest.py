@@ -1,45 +1,54 @@
-"""Named users for the pytest-style studio tests (the unittest-style ones use tests/studio/base.py):
-alice owns team A, erin is an editor in it, bob is a viewer in it, charlie is in no team.
-Members of any role read the team's objects; owners and editors write; everyone else gets
-404 as if the object did not exist (the fleet page, shared by all teams, answers 403)."""
+"""Fixtures of the pytest-style studio tests: the people of tests/studio/people.py, each created
+on request with their role, a run of Alice's team and a rollout in it."""
 
 import pytest
 from rest_framework.test import APIClient
 
-from studio.accounts.models import EDITOR, OWNER, VIEWER, Team
+from studio.runs.models import Run
+from tests.studio.people import person, the_team
+from tests.studio.records import make_rollout
 
 
 @pytest.fixture
 def team(db):
-    return Team.objects.create(name="A")
+    return the_team()
 
 
 @pytest.fixture
-def alice(team, django_user_model):
-    user = django_user_model.objects.create_user("alice", password="pw-alice-123")
-    team.add_member(user, OWNER)
-    return user
+def alice(team):
+    return person("alice")
 
 
 @pytest.fixture
-def bob(team, django_user_model):
-    user = django_user_model.objects.create_user("bob", password="pw-bob-123")
-    team.add_member(user, VIEWER)
-    return user
+def bob(team):
+    return person("bob")
 
 
 @pytest.fixture
-def erin(team, django_user_model):
-    user = django_user_model.objects.create_user("erin", password="pw-erin-123")
-    team.add_member(user, EDITOR)
-    return user
+def carol(team):
+    return person("carol")
 
 
 @pytest.fixture
-def charlie(db, django_user_model):
-    return django_user_model.objects.create_user("charlie", password="pw-charlie-123")
+def charlie(db):
+    return person("charlie")
+
+
+@pytest.fixture
+def dana(db):
+    return person("dana")
 
 
 @pytest.fixture
 def api():
     return APIClient()
+
+
+@pytest.fixture
+def run(team, alice):
+    return Run.objects.create(team=team, name="grpo-tiny", spec={}, created_by=alice, total_steps=100, last_seq=7)
+
+
+@pytest.fixture
+def rollout(run):
+    return make_rollout(run, step=3, sample_index=0)

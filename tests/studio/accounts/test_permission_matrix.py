@@ -38,17 +38,18 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from studio.accounts.models import EDITOR, OWNER, VIEWER, Team
+from studio.accounts.models import VIEWER, Team
 from studio.asgi import application
 from studio.experiments.models import Experiment
 from studio.rubrics.models import Rubric
 from studio.runs import events
 from studio.runs.models import Checkpoint, Rollout, Run
 from studio.sharing.models import Note, ShareLink
+from tests.studio import people
 from tests.studio.base import RUBRIC, StudioTestCase
 
 ROLES = ("owner", "editor", "viewer", "outsider", "anonymous")
-USERS = {"owner": "alice", "editor": "bob", "viewer": "carol", "outsider": "charlie"}  # see tests/studio/base.py
+USERS = people.BY_ROLE
 
 OTHER_RUBRIC = {"criteria": [{"name": "has_four", "kind": "contains", "weight": 1.0, "params": {"keywords": ["4"]}}]}
 PAIRS = [{"prompt": "What is 2+2?", "completion": "4", "answer": "4"}]
@@ -97,7 +98,7 @@ API_POLICY = [
     row("DELETE", "/api/teams/{team}/members/{member_to_remove}/", 204,  403,  403,  404,  403),
     # --- tokens and the catalog: anyone signed in (a token needs the password, not a session)
     row("POST",   "/api/token/",                                   200,  200,  200,  200,  400,
-        body={"username": "{me}", "password": "password"}),
+        body={"username": "{me}", "password": people.PASSWORD}),
     row("GET",    "/api/presets/",                                 200,  200,  200,  200,  403),
     row("GET",    "/api/spec-schema/",                             200,  200,  200,  200,  403),
     row("GET",    "/api/criterion-kinds/",                         200,  200,  200,  200,  403),
@@ -289,7 +290,7 @@ SCORED = {"results": []}
 class PermissionMatrixTest(StudioCells):
     def check_row(self, row: Row, role: str, client: APIClient) -> None:
         url, body = self.fill(row, role)
-        with mock.patch("studio.api.rubrics.try_rubric", return_value=SCORED) as scored:
+        with mock.patch("studio.rubrics.api.try_rubric", return_value=SCORED) as scored:
             response = self.request(client, row.method, url, body)
         self.assertEqual(response.status_code, row.expect[role], response.content[:500])
         if "/try/" in url and response.status_code != 200:
@@ -380,21 +381,17 @@ WS_POLICY = {
 @database_sync_to_async
 def socket_world() -> dict[str, Any]:
     """alice owns the run's team, bob edits, carol views; charlie owns a team of his own."""
-    users = get_user_model().objects
-    people = {role: users.create_user(name, password="password") for role, name in USERS.items()}
-    team, other = Team.objects.create(name="Alice's team"), Team.objects.create(name="Charlie's team")
-    team.add_member(people["owner"], OWNER)
-    team.add_member(people["editor"], EDITOR)
-    team.add_member(people["viewer"], VIEWER)
-    other.add_member(people["outsider"], OWNER)
+    named = people.everyone()
+    by_role = {role: named[name] for role, name in USERS.items()}
+    team = Team.objects.get(name=people.TEAM)
     run = Run.objects.create(team=team, name="shared", spec={}, state="running")
     other_run = Run.objects.create(team=team, name="not shared", spec={}, state="running")
     events.record(run.pk, [("metrics", 1, {"values": {"reward/mean": 0.5}})])
-    revoked = ShareLink.objects.create(run=run, created_by=people["owner"])
+    revoked = ShareLink.objects.create(run=run, created_by=by_role["owner"])
     revoked.revoke()
-    links = {"live": ShareLink.objects.create(run=run, created_by=people["owner"]).token, "revoked": revoked.token,
-             "other run": ShareLink.objects.create(run=other_run, created_by=people["owner"]).token}  # fmt: skip
-    return {"people": people, "run": run, "links": links}
+    links = {"live": ShareLink.objects.create(run=run, created_by=by_role["owner"]).token, "revoked": revoked.token,
+             "other run": ShareLink.objects.create(run=other_run, created_by=by_role["owner"]).token}  # fmt: skip
+    return {"people": by_role, "run": run, "links": links}
 
 
 @database_sync_to_async

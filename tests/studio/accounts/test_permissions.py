@@ -98,7 +98,7 @@ class PermissionsTest(StudioTestCase):
     def test_a_viewer_may_still_try_the_saved_rubric_but_not_edit_it(self):
         url = f"/api/rubrics/{self.rubric.pk}/try/"
         pairs = [{"prompt": "2+2?", "completion": "4", "answer": "4"}]
-        with mock.patch("studio.api.rubrics.try_rubric", return_value={"results": []}) as scored:
+        with mock.patch("studio.rubrics.api.try_rubric", return_value={"results": []}) as scored:
             response = self.client_for(self.carol).post(url, {"pairs": pairs}, format="json")
         self.assertEqual(response.status_code, 200, response.content)
         self.assertEqual(scored.call_args.args, (self.rubric.spec, pairs))
@@ -109,7 +109,7 @@ class PermissionsTest(StudioTestCase):
     def test_a_viewer_cannot_score_an_unsaved_rubric_because_its_code_would_run_on_a_worker(self):
         python = {"criteria": [{"name": "pwn", "kind": "python", "params": {"code": "def score(**kw):\n    return 1"}}]}
         body = {"pairs": [{"prompt": "p", "completion": "c"}], "spec": python}
-        with mock.patch("studio.api.rubrics.try_rubric", return_value={"results": []}) as scored:
+        with mock.patch("studio.rubrics.api.try_rubric", return_value={"results": []}) as scored:
             response = self.client_for(self.carol).post(f"/api/rubrics/{self.rubric.pk}/try/", body, format="json")
         self.assertEqual(response.status_code, 403)
         self.assertIn("owner or editor role", response.json()["spec"])
@@ -118,7 +118,7 @@ class PermissionsTest(StudioTestCase):
     def test_an_editor_may_score_an_unsaved_rubric(self):
         spec = {"criteria": [{"name": "has_four", "kind": "contains", "params": {"keywords": ["4"]}}]}
         body = {"pairs": [{"prompt": "p", "completion": "4"}], "spec": spec}
-        with mock.patch("studio.api.rubrics.try_rubric", return_value={"results": []}) as scored:
+        with mock.patch("studio.rubrics.api.try_rubric", return_value={"results": []}) as scored:
             response = self.client_for(self.bob).post(f"/api/rubrics/{self.rubric.pk}/try/", body, format="json")
         self.assertEqual(response.status_code, 200, response.content)
         self.assertEqual(scored.call_args.args[0], spec)

@@ -16,8 +16,8 @@ def nodes(db):
     return online, gone
 
 
-def test_a_team_member_lists_the_workers_with_their_gpus(api, bob, nodes):
-    api.force_authenticate(bob)
+def test_a_team_member_lists_the_workers_with_their_gpus(api, carol, nodes):
+    api.force_authenticate(carol)
     response = api.get("/api/fleet/")
     assert response.status_code == 200
     by_host = {n["hostname"]: n for n in response.json()}
@@ -33,8 +33,8 @@ def test_online_only_leaves_out_silent_workers(api, alice, nodes):
     assert [n["hostname"] for n in api.get("/api/fleet/?online=1").json()] == ["gpu@a"]
 
 
-def test_someone_in_no_team_may_not_list_workers(api, charlie, nodes):
-    api.force_authenticate(charlie)
+def test_someone_in_no_team_may_not_list_workers(api, dana, nodes):
+    api.force_authenticate(dana)
     assert api.get("/api/fleet/").status_code == 403
 
 

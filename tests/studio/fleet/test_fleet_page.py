@@ -29,8 +29,8 @@ def test_an_empty_fleet_says_how_to_start_a_worker(client, alice):
     assert "--queues gpu" in client.get("/fleet/").content.decode()
 
 
-def test_someone_in_no_team_gets_403(client, charlie, nodes):
-    client.force_login(charlie)
+def test_someone_in_no_team_gets_403(client, dana, nodes):
+    client.force_login(dana)
     assert client.get("/fleet/").status_code == 403
 
 

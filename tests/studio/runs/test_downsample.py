@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from studio.curves.downsample import bucket_index, bucket_span, downsample
+from studio.runs.downsample import bucket_index, bucket_span, downsample
 
 
 def test_it_returns_short_series_unchanged_and_sorted():

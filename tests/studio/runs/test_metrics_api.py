@@ -1,6 +1,6 @@
 """GET /api/runs/<id>/metrics/: downsampled curves for team members, 404 for everyone else."""
 
-from tests.studio.curves.conftest import add_points
+from tests.studio.records import add_points
 
 
 def url(run, **params):
@@ -23,9 +23,9 @@ def test_the_owner_gets_every_key_downsampled_with_the_cursor(api, alice, run):
     assert body["series"]["actor/kl"]["y"] == [0.1, 0.2]
 
 
-def test_a_viewer_reads_the_curves_too(api, bob, run):
+def test_a_viewer_reads_the_curves_too(api, carol, run):
     add_points(run, "reward/mean", [1.0])
-    api.force_authenticate(bob)
+    api.force_authenticate(carol)
     assert api.get(url(run)).json()["series"]["reward/mean"]["y"] == [1.0]
 
 

@@ -6,11 +6,10 @@ import pytest
 
 from studio.runs.models import Rollout, RolloutScore
 from studio.sharing.models import ShareLink
-from tests.studio.curves.conftest import run  # noqa: F401
 from tests.studio.runs.pages import url, walk
 
 
-def make(run, step, sample, reward, finish="stop", text="the answer is 4", correct=None, prompt_id=None):  # noqa: F811
+def make(run, step, sample, reward, finish="stop", text="the answer is 4", correct=None, prompt_id=None):
     correct = reward if correct is None else correct
     rollout = Rollout.objects.create(
         run=run,
@@ -29,30 +28,30 @@ def make(run, step, sample, reward, finish="stop", text="the answer is 4", corre
 
 
 @pytest.fixture
-def rows(run):  # noqa: F811
+def rows(run):
     return [make(run, step, sample, reward=float((step + sample) % 3)) for step in range(10) for sample in range(4)]
 
 
-def test_pages_walk_every_rollout_newest_first_without_repeats(api, alice, run, rows):  # noqa: F811
+def test_pages_walk_every_rollout_newest_first_without_repeats(api, alice, run, rows):
     api.force_authenticate(alice)
     ids = walk(api, run, order="-step", limit=7)
     assert ids == [r.pk for r in sorted(rows, key=lambda r: (r.step, r.pk), reverse=True)]
 
 
-def test_sorting_by_reward_pages_through_ties_in_id_order(api, alice, run, rows):  # noqa: F811
+def test_sorting_by_reward_pages_through_ties_in_id_order(api, alice, run, rows):
     api.force_authenticate(alice)
     ids = walk(api, run, order="reward", limit=5)
     assert ids == [r.pk for r in sorted(rows, key=lambda r: (r.reward, r.pk))]
 
 
-def test_filters_combine(api, alice, run, rows):  # noqa: F811
+def test_filters_combine(api, alice, run, rows):
     make(run, 5, 9, reward=2.0, finish="length", text="truncated output")
     api.force_authenticate(alice)
     body = api.get(url(run, step_min=3, step_max=6, reward_min=2, finish_reason="length")).json()
     assert [(r["step"], r["sample_index"], r["finish_reason"]) for r in body["results"]] == [(5, 9, "length")]
 
 
-def test_the_trained_filter_separates_dropped_and_surplus_groups_from_the_trained_ones(api, alice, run, rows):  # noqa: F811
+def test_the_trained_filter_separates_dropped_and_surplus_groups_from_the_trained_ones(api, alice, run, rows):
     Rollout.objects.filter(run=run, step=4).update(trained=False, advantage=0.0)
     api.force_authenticate(alice)
     untrained = api.get(url(run, trained="0", limit=200)).json()["results"]
@@ -62,21 +61,21 @@ def test_the_trained_filter_separates_dropped_and_surplus_groups_from_the_traine
     assert response.status_code == 400 and "trained" in response.json()
 
 
-def test_criterion_score_filter(api, alice, run, rows):  # noqa: F811
+def test_criterion_score_filter(api, alice, run, rows):
     api.force_authenticate(alice)
     body = api.get(url(run, criterion="correct", score_min=2, limit=200)).json()
     assert body["results"] and all(r["scores"]["correct"] >= 2 for r in body["results"])
     assert len(body["results"]) == sum(1 for r in rows if r.reward >= 2)
 
 
-def test_text_search_reads_the_whole_completion(api, alice, run, rows):  # noqa: F811
+def test_text_search_reads_the_whole_completion(api, alice, run, rows):
     make(run, 2, 7, reward=0.0, text="x" * 300 + " needle at the end")
     api.force_authenticate(alice)
     body = api.get(url(run, q="NEEDLE")).json()
     assert [r["sample_index"] for r in body["results"]] == [7]
 
 
-def test_text_search_leaves_the_prompt_out_as_the_page_says(api, alice, client, run, rows):  # noqa: F811
+def test_text_search_leaves_the_prompt_out_as_the_page_says(api, alice, client, run, rows):
     # Searching prompts too would need a second trigram index and an OR across both on every
     # filtered page; the inspector's search box says "search completions" instead.
     api.force_authenticate(alice)
@@ -86,8 +85,8 @@ def test_text_search_leaves_the_prompt_out_as_the_page_says(api, alice, client, 
     assert 'placeholder="search completions"' in search_box.group(0) and "prompt and" not in search_box.group(0)
 
 
-def test_the_detail_carries_the_full_text_scores_and_group(api, bob, run, rows):  # noqa: F811
-    api.force_authenticate(bob)
+def test_the_detail_carries_the_full_text_scores_and_group(api, carol, run, rows):
+    api.force_authenticate(carol)
     one = rows[5]
     body = api.get(f"/api/runs/{run.pk}/rollouts/{one.pk}/").json()
     assert body["completion"] == "the answer is 4"
@@ -96,7 +95,7 @@ def test_the_detail_carries_the_full_text_scores_and_group(api, bob, run, rows):
     assert all("completion" in g for g in body["group"])
 
 
-def test_an_outsider_gets_404_and_a_share_link_reads(api, charlie, alice, run, rows):  # noqa: F811
+def test_an_outsider_gets_404_and_a_share_link_reads(api, charlie, alice, run, rows):
     api.force_authenticate(charlie)
     assert api.get(url(run)).status_code == 404
     assert api.get(f"/api/runs/{run.pk}/rollouts/{rows[0].pk}/").status_code == 404
@@ -107,7 +106,7 @@ def test_an_outsider_gets_404_and_a_share_link_reads(api, charlie, alice, run, r
     assert guest.get(url(run, share=link.token)).status_code == 404
 
 
-def test_bad_parameters_are_named(api, alice, run):  # noqa: F811
+def test_bad_parameters_are_named(api, alice, run):
     api.force_authenticate(alice)
     assert "order" in api.get(url(run, order="best")).json()
     assert "cursor" in api.get(url(run, cursor="nonsense")).json()

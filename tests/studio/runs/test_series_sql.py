@@ -5,9 +5,9 @@ import random
 
 import pytest
 
-from studio.curves.downsample import downsample
-from studio.curves.series import Window, key_series, metric_keys
-from tests.studio.curves.conftest import add_points
+from studio.runs.downsample import downsample
+from studio.runs.series import Window, key_series, metric_keys
+from tests.studio.records import add_points
 
 
 def test_it_buckets_in_sql_exactly_like_the_reference(run):

@@ -10,7 +10,7 @@ import pytest
 
 from studio.runs.models import Run
 from studio.sharing.models import Note, ShareLink
-from tests.studio.sharing.conftest import make_rollout
+from tests.studio.records import make_rollout
 
 
 @pytest.fixture
@@ -19,10 +19,10 @@ def rollouts(run):
 
 
 @pytest.fixture
-def noted(run, alice, erin, rollouts):
+def noted(run, alice, bob, rollouts):
     """rollouts[1] and [6]: reward hacking (twice on [6]); [9]: format broken; and a note on the run itself."""
-    for index, tag, author in ((1, "reward hacking", alice), (6, "reward hacking", erin), (6, "reward hacking", alice),
-                               (9, "format broken", erin)):  # fmt: skip
+    for index, tag, author in ((1, "reward hacking", alice), (6, "reward hacking", bob), (6, "reward hacking", alice),
+                               (9, "format broken", bob)):  # fmt: skip
         Note.objects.create(run=run, rollout=rollouts[index], author=author, tag=tag, text=f"look at {index}")
     Note.objects.create(run=run, author=alice, tag="question", text="on the whole run")
     return rollouts
@@ -35,22 +35,22 @@ def ids(api, run, **params):
     return sorted(r["id"] for r in resp.json()["results"])
 
 
-def test_it_lists_rollouts_with_any_note_once_each(api, bob, run, noted):
-    api.force_authenticate(bob)
+def test_it_lists_rollouts_with_any_note_once_each(api, carol, run, noted):
+    api.force_authenticate(carol)
     assert ids(api, run, has_note=1) == sorted(noted[i].pk for i in (1, 6, 9))  # [6] has two notes: listed once
     assert ids(api, run, has_note="false") == sorted(r.pk for r in noted)
 
 
-def test_it_lists_rollouts_with_a_given_tag(api, bob, run, noted):
-    api.force_authenticate(bob)
+def test_it_lists_rollouts_with_a_given_tag(api, carol, run, noted):
+    api.force_authenticate(carol)
     assert ids(api, run, note_tag="reward%20hacking") == sorted(noted[i].pk for i in (1, 6))
     assert ids(api, run, note_tag="format%20broken", has_note=1) == [noted[9].pk]
     assert ids(api, run, note_tag="question") == []  # a note on the run marks no rollout
     assert ids(api, run, note_tag="good") == []
 
 
-def test_the_note_filter_combines_with_other_filters_sorts_and_pages(api, bob, run, noted):
-    api.force_authenticate(bob)
+def test_the_note_filter_combines_with_other_filters_sorts_and_pages(api, carol, run, noted):
+    api.force_authenticate(carol)
     body = api.get(f"/api/runs/{run.pk}/rollouts/?has_note=1&step_min=1&order=-reward&limit=1").json()
     first = body["results"][0]["id"]
     body = api.get(
@@ -68,8 +68,8 @@ def test_a_deleted_note_stops_marking_its_rollout(api, alice, run, noted):
     assert ids(api, run, has_note=1) == sorted(noted[i].pk for i in (1, 6))
 
 
-def test_a_bad_flag_is_named(api, bob, run):
-    api.force_authenticate(bob)
+def test_a_bad_flag_is_named(api, carol, run):
+    api.force_authenticate(carol)
     assert "has_note" in api.get(f"/api/runs/{run.pk}/rollouts/?has_note=maybe").json()
 
 

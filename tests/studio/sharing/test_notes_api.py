@@ -2,19 +2,19 @@
 
 from studio.runs.models import Run
 from studio.sharing.models import Note
-from tests.studio.sharing.conftest import make_rollout
+from tests.studio.records import make_rollout
 
 
 def notes_url(run):
     return f"/api/runs/{run.pk}/notes/"
 
 
-def test_an_editor_notes_a_run_and_everyone_in_the_team_reads_it(api, erin, bob, run):
-    api.force_authenticate(erin)
+def test_an_editor_notes_a_run_and_everyone_in_the_team_reads_it(api, bob, carol, run):
+    api.force_authenticate(bob)
     resp = api.post(notes_url(run), {"text": "KL climbs after step 40", "tag": "question"}, format="json")
     assert resp.status_code == 201
-    assert resp.json()["author"] == "erin" and resp.json()["rollout"] is None
-    api.force_authenticate(bob)
+    assert resp.json()["author"] == "bob" and resp.json()["rollout"] is None
+    api.force_authenticate(carol)
     notes = api.get(notes_url(run)).json()["results"]
     assert [(n["text"], n["tag"], n["can_delete"]) for n in notes] == [("KL climbs after step 40", "question", False)]
 
@@ -42,8 +42,8 @@ def test_notes_filter_by_rollout_tag_and_text(api, alice, run, rollout):
     assert sorted(texts()) == ["format is off", "looks fine overall"]
 
 
-def test_a_viewer_cannot_write_a_note(api, bob, run):
-    api.force_authenticate(bob)
+def test_a_viewer_cannot_write_a_note(api, carol, run):
+    api.force_authenticate(carol)
     assert api.post(notes_url(run), {"text": "hi"}, format="json").status_code == 403
     assert not Note.objects.exists()
 
@@ -71,23 +71,23 @@ def test_it_refuses_an_empty_note(api, alice, run):
 
 
 def test_the_author_and_a_team_owner_delete_a_note_but_another_editor_does_not(
-    api, alice, erin, team, run, django_user_model
+    api, alice, bob, team, run, django_user_model
 ):
     other_editor = django_user_model.objects.create_user("frank", password="pw-frank-123")
     team.add_member(other_editor, "editor")
-    first = Note.objects.create(run=run, author=erin, text="mine")
-    second = Note.objects.create(run=run, author=erin, text="also mine")
+    first = Note.objects.create(run=run, author=bob, text="mine")
+    second = Note.objects.create(run=run, author=bob, text="also mine")
     api.force_authenticate(other_editor)
     assert api.delete(f"/api/notes/{first.pk}/").status_code == 403
-    api.force_authenticate(erin)
+    api.force_authenticate(bob)
     assert api.delete(f"/api/notes/{first.pk}/").status_code == 204
     api.force_authenticate(alice)
     assert api.delete(f"/api/notes/{second.pk}/").status_code == 204
     assert not Note.objects.exists()
 
 
-def test_an_outsider_cannot_delete_a_note(api, charlie, erin, run):
-    note = Note.objects.create(run=run, author=erin, text="mine")
+def test_an_outsider_cannot_delete_a_note(api, charlie, bob, run):
+    note = Note.objects.create(run=run, author=bob, text="mine")
     api.force_authenticate(charlie)
     assert api.delete(f"/api/notes/{note.pk}/").status_code == 404
     assert Note.objects.filter(pk=note.pk).exists()

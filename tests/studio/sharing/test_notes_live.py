@@ -8,7 +8,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 from rest_framework.test import APIClient
 
-from studio.live.routing import websocket_urlpatterns
+from studio.runs.live.routing import websocket_urlpatterns
 from studio.runs.models import Run
 from studio.sharing.models import ShareLink
 
@@ -24,10 +24,10 @@ async def open_socket(run, token=None, user=None) -> WebsocketCommunicator:
     return socket
 
 
-async def test_adding_and_deleting_a_note_tells_members_and_guests_at_once(team, alice, bob):
+async def test_adding_and_deleting_a_note_tells_members_and_guests_at_once(team, alice, carol):
     run = await database_sync_to_async(Run.objects.create)(team=team, name="r", spec={})
     link = await database_sync_to_async(ShareLink.objects.create)(run=run, created_by=alice)
-    member, guest = await open_socket(run, user=bob), await open_socket(run, link.token)
+    member, guest = await open_socket(run, user=carol), await open_socket(run, link.token)
     api = APIClient()
     api.force_authenticate(alice)
 

@@ -12,9 +12,9 @@ def page_config(html: str, element_id: str) -> dict:
     return json.loads(match.group(1))
 
 
-def test_the_run_page_hands_its_js_the_run_and_what_the_user_may_do(client, erin, run):
+def test_the_run_page_hands_its_js_the_run_and_what_the_user_may_do(client, bob, run):
     RunEvent.objects.create(run=run, seq=1, kind="log", payload={"line": "loading model"}, created=1.0)
-    client.force_login(erin)
+    client.force_login(bob)
     resp = client.get(f"/runs/{run.pk}/")
     assert resp.status_code == 200
     config = page_config(resp.content.decode(), "run-config")
@@ -23,8 +23,8 @@ def test_the_run_page_hands_its_js_the_run_and_what_the_user_may_do(client, erin
     assert config["log_lines"] == ["loading model"]
 
 
-def test_a_viewer_gets_a_page_without_note_or_share_forms(client, bob, run):
-    client.force_login(bob)
+def test_a_viewer_gets_a_page_without_note_or_share_forms(client, carol, run):
+    client.force_login(carol)
     html = client.get(f"/runs/{run.pk}/").content.decode()
     config = page_config(html, "run-config")
     assert not config["can_note"] and not config["can_share"]

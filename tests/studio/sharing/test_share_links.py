@@ -7,17 +7,18 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
-from studio.live.routing import websocket_urlpatterns
+from studio.runs.live.routing import websocket_urlpatterns
 from studio.runs.models import MetricPoint, Run
 from studio.sharing.models import ShareLink
+from tests.studio import people
 
 
 def links_url(run):
     return f"/api/runs/{run.pk}/share-links/"
 
 
-def test_an_editor_creates_a_link_that_opens_the_run_without_an_account(api, erin, run, client):
-    api.force_authenticate(erin)
+def test_an_editor_creates_a_link_that_opens_the_run_without_an_account(api, bob, run, client):
+    api.force_authenticate(bob)
     resp = api.post(links_url(run), {"label": "for the reviewers"}, format="json")
     assert resp.status_code == 201
     link = resp.json()
@@ -41,8 +42,8 @@ def test_a_link_holder_cannot_write_notes(api, alice, run):
     assert resp.status_code in (401, 403, 404)
 
 
-def test_a_viewer_cannot_create_or_list_links(api, bob, run):
-    api.force_authenticate(bob)
+def test_a_viewer_cannot_create_or_list_links(api, carol, run):
+    api.force_authenticate(carol)
     assert api.post(links_url(run), {}, format="json").status_code == 403
     assert api.get(links_url(run)).status_code == 403
     assert not ShareLink.objects.exists()
@@ -80,7 +81,7 @@ def _socket(run, token=None, user=None):
 async def test_revoking_a_link_closes_the_websockets_opened_with_it(alice):
     from studio.accounts.models import Team
 
-    team = await database_sync_to_async(Team.objects.get)(name="A")
+    team = await database_sync_to_async(Team.objects.get)(name=people.TEAM)
     run = await database_sync_to_async(Run.objects.create)(team=team, name="live", spec={})
     link = await database_sync_to_async(ShareLink.objects.create)(run=run, created_by=alice)
     guest, member = _socket(run, link.token), _socket(run, user=alice)

@@ -12,8 +12,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 
 from studio.accounts.models import EDITOR, OWNER, VIEWER, Membership, Team
-from studio.live import consumers
-from studio.live.routing import websocket_urlpatterns
+from studio.runs.live import consumers
+from studio.runs.live.routing import websocket_urlpatterns
 from studio.runs.models import Run
 from studio.sharing.models import ShareLink
 
@@ -23,16 +23,16 @@ CLOSED = {"type": "websocket.close", "code": 4403}
 
 @database_sync_to_async
 def setup_run():
-    """alice owns the run's team, bob views in it and erin edits in it; a share link to the run."""
+    """alice owns the run's team, carol views in it and bob edits in it; a share link to the run."""
     users = get_user_model().objects
-    alice, bob, erin = (users.create_user(n, password="pw") for n in ("alice", "bob", "erin"))
+    alice, carol, bob = (users.create_user(n, password="pw") for n in ("alice", "carol", "bob"))
     team = Team.objects.create(name="t")
     team.add_member(alice, OWNER)
-    team.add_member(bob, VIEWER)
-    team.add_member(erin, EDITOR)
+    team.add_member(carol, VIEWER)
+    team.add_member(bob, EDITOR)
     run = Run.objects.create(team=team, name="r", spec={}, state="running")
     link = ShareLink.objects.create(run=run, created_by=alice)
-    return run, link, {"alice": alice, "bob": bob, "erin": erin}
+    return run, link, {"alice": alice, "carol": carol, "bob": bob}
 
 
 async def open_socket(run, token=None, user=None) -> WebsocketCommunicator:
@@ -60,27 +60,27 @@ async def test_a_link_revoked_right_after_the_access_check_still_closes_the_sock
 
 async def test_removing_a_member_from_the_team_closes_their_sockets_and_no_one_elses():
     run, link, users = await setup_run()
-    bob, erin, guest = (
+    carol, bob, guest = (
+        await open_socket(run, user=users["carol"]),
         await open_socket(run, user=users["bob"]),
-        await open_socket(run, user=users["erin"]),
         await open_socket(run, link.token),
     )
-    for socket in (bob, erin, guest):
+    for socket in (carol, bob, guest):
         assert (await socket.receive_json_from(timeout=3))["kind"] == "hello"
 
-    await database_sync_to_async(Membership.objects.filter(user=users["bob"]).delete)()
+    await database_sync_to_async(Membership.objects.filter(user=users["carol"]).delete)()
 
-    assert await bob.receive_output(timeout=3) == CLOSED
-    assert await erin.receive_nothing(timeout=0.3)
+    assert await carol.receive_output(timeout=3) == CLOSED
+    assert await bob.receive_nothing(timeout=0.3)
     assert await guest.receive_nothing(timeout=0.1)
-    await erin.disconnect()
+    await bob.disconnect()
     await guest.disconnect()
 
 
 async def test_a_removed_member_holding_a_live_share_link_keeps_the_shared_page():
     run, link, users = await setup_run()
-    socket = await open_socket(run, link.token, user=users["bob"])
+    socket = await open_socket(run, link.token, user=users["carol"])
     assert (await socket.receive_json_from(timeout=3))["kind"] == "hello"
-    await database_sync_to_async(Membership.objects.filter(user=users["bob"]).delete)()
+    await database_sync_to_async(Membership.objects.filter(user=users["carol"]).delete)()
     assert await socket.receive_nothing(timeout=0.3)
     await socket.disconnect()

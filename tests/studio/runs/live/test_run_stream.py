@@ -9,23 +9,19 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
-from studio.accounts.models import EDITOR, VIEWER, Team
 from studio.asgi import application
 from studio.runs import events
 from studio.runs.models import Run
+from tests.studio import people
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
 
 @database_sync_to_async
 def setup_run():
-    users = get_user_model().objects
-    bob, carol, charlie = (users.create_user(n, password="pw") for n in ("bob", "carol", "charlie"))
-    team = Team.objects.create(name="t")
-    team.add_member(bob, EDITOR)
-    team.add_member(carol, VIEWER)
-    run = Run.objects.create(team=team, name="r", spec={}, state="running")
-    tokens = {u.username: Token.objects.create(user=u).key for u in (bob, carol, charlie)}
+    named = people.everyone()
+    run = Run.objects.create(team=people.the_team(), name="r", spec={}, state="running")
+    tokens = {name: Token.objects.create(user=user).key for name, user in named.items()}
     return run, tokens
 
 
