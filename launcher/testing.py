@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 from launcher.processes import ROOT, Children, ensure_redis, port_open
+from studio.lib.env import FALSE, TRUE
 
 
 def test(args: argparse.Namespace) -> int:
@@ -56,11 +57,11 @@ def _pytest(extra: list[str], env: dict[str, str]) -> int:
 
 
 def _team_scale_reachable() -> bool:
-    mode = os.environ.get("STUDIO_TEST_TEAM_SCALE", "auto").lower()
-    if mode in ("0", "no", "off", "false"):
+    mode = (os.environ.get("STUDIO_TEST_TEAM_SCALE") or "auto").lower()  # auto, or a true/false word
+    if mode != "auto" and mode in FALSE:
         return False
     reachable = port_open("127.0.0.1", 5432) and port_open("127.0.0.1", 6379)
-    if mode in ("1", "yes", "on", "true") and not reachable:
+    if mode in TRUE and not reachable:
         raise SystemExit("STUDIO_TEST_TEAM_SCALE=1 but PostgreSQL (5432) or Redis (6379) does not answer")
     return reachable
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from rest_framework import generics, permissions, serializers
+from rest_framework.exceptions import ValidationError
 
 from studio.accounts.permissions import AnyTeamMember
 from studio.fleet.models import WorkerNode
+from studio.lib.params import QueryError, flag_param
 
 
 class WorkerNodeSerializer(serializers.ModelSerializer):
@@ -40,6 +42,10 @@ class WorkerNodeList(generics.ListAPIView):
 
     def get_queryset(self):
         nodes = WorkerNode.objects.all()
-        if self.request.query_params.get("online") in ("1", "true"):
+        try:
+            online_only = flag_param(self.request.query_params, "online")
+        except QueryError as exc:
+            raise ValidationError({exc.field: str(exc)}) from None
+        if online_only:
             nodes = nodes.online()
         return nodes
