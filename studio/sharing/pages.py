@@ -15,7 +15,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 
 from studio.accounts.permissions import EDIT, role_allows, role_in, visible
 from studio.runs.models import Run, RunEvent
-from studio.sharing.models import SUGGESTED_TAGS, ShareLink
+from studio.sharing.models import ShareLink
 
 LOG_TAIL = 200
 COMPARE_PICKER_LIMIT = 200
@@ -49,7 +49,7 @@ def _run_page(request: HttpRequest, run: Run, *, role: str | None, share: ShareL
         "criteria": _criteria(run),
         "log_lines": _log_tail(run),
     }
-    context = {"run": run, "config": config, "share": share, "can_edit": can_edit, "tags": SUGGESTED_TAGS}
+    context = {"run": run, "config": config, "share": share, "can_edit": can_edit}
     template = "share/run.html" if share else "runs/detail.html"
     return render(request, template, context)
 
