@@ -102,5 +102,3 @@ def ensure_redis(children: Children) -> None:
     if not os.environ.get("REDIS_URL"):
         data_dir = Path(os.environ.get("STUDIO_DATA_DIR", ROOT / "var"))
         os.environ["REDIS_URL"] = start_embedded_redis(children, data_dir)
-
-

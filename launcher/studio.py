@@ -124,5 +124,3 @@ def worker(args: argparse.Namespace) -> int:
     # One pool process per GPU on a gpu-queue worker (workers.gpu pins each to its own device).
     concurrency = args.concurrency or default_concurrency(args.queues)
     return subprocess.call(worker_argv(args.queues, concurrency, hostname), cwd=ROOT)
-
-

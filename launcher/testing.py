@@ -64,5 +64,3 @@ def _team_scale_reachable() -> bool:
     if mode in TRUE and not reachable:
         raise SystemExit("STUDIO_TEST_TEAM_SCALE=1 but PostgreSQL (5432) or Redis (6379) does not answer")
     return reachable
-
-

@@ -18,7 +18,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from studio.accounts import permissions as perms
 from studio.runs import lifecycle
 from studio.runs.models import Run, RunEvent
-from studio.sharing.models import SUGGESTED_TAGS, ShareLink
+from studio.sharing.models import ShareLink
 
 LOG_TAIL = 200
 RUN_ACTIONS = {"resume": lifecycle.resume, "evaluate": lifecycle.evaluate_checkpoint}
@@ -72,7 +72,7 @@ def render_run_page(request: HttpRequest, run: Run, *, role: str | None, share: 
         "criteria": _criteria(run),
         "log_lines": _log_tail(run),
     }
-    context = {"run": run, "config": config, "share": share, "can_edit": can_edit, "tags": SUGGESTED_TAGS}
+    context = {"run": run, "config": config, "share": share, "can_edit": can_edit}
     template = "share/run.html" if share else "runs/detail.html"
     return render(request, template, context)
 

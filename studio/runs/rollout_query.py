@@ -25,7 +25,25 @@ from studio.sharing.models import Note
 # ?order= value -> the field it sorts by; "-" is descending. Each field has a (run, field, id) index.
 ORDERS = {order: order.lstrip("-") for order in ("step", "-step", "reward", "-reward", "num_tokens", "-num_tokens",
                                                   "advantage", "-advantage")}  # fmt: skip
+# Newest first: what the inspector shows, so a client that sends no order sees the same list.
+DEFAULT_ORDER = "-step"
 MAX_LIMIT = 500
+
+# The filters, as data: the inspector applies the same ones to rollouts that arrive live on the
+# websocket (studio.sharing.client_rules hands them to it), so they must stay data it can read.
+# ?<param>=<number>: the rollout's <field> is at least ("min") or at most ("max") the number.
+BOUNDS = {
+    "step_min": ("step", "min", int),
+    "step_max": ("step", "max", int),
+    "reward_min": ("reward", "min", float),
+    "reward_max": ("reward", "max", float),
+}
+EQUALS = ("finish_reason", "prompt_id")  # ?<field>=<value>: the field equals it
+FLAGS = ("trained",)  # ?<field>=true|false, in the words of flag_param
+# ?criterion=<name>: scored on that criterion, within score_min..score_max when given.
+CRITERION, SCORE_MIN, SCORE_MAX = "criterion", "score_min", "score_max"
+TEXT = "q"  # a substring of the whole completion, any case: summaries carry only a preview
+HAS_NOTE, NOTE_TAG = "has_note", "note_tag"
 
 
 def encode_cursor(value: Any, pk: int) -> str:
@@ -46,23 +64,22 @@ def decode_cursor(raw: str) -> tuple[Any, int]:
 
 def filtered(run_id: int, params) -> QuerySet[Rollout]:
     rows = Rollout.objects.filter(run_id=run_id)
-    for name, lookup, cast in (("step_min", "step__gte", int), ("step_max", "step__lte", int),
-                               ("reward_min", "reward__gte", float), ("reward_max", "reward__lte", float)):  # fmt: skip
+    for name, (field, bound, cast) in BOUNDS.items():
         value = number_param(params, name, cast)
         if value is not None:
-            rows = rows.filter(**{lookup: value})
-    if params.get("finish_reason"):
-        rows = rows.filter(finish_reason=params["finish_reason"])
-    if (params.get("trained") or "").strip():
-        rows = rows.filter(trained=flag_param(params, "trained"))
-    if params.get("prompt_id"):
-        rows = rows.filter(prompt_id=params["prompt_id"])
-    if params.get("q"):
+            rows = rows.filter(**{f"{field}__{'gte' if bound == 'min' else 'lte'}": value})
+    for name in EQUALS:
+        if params.get(name):
+            rows = rows.filter(**{name: params[name]})
+    for name in FLAGS:
+        if (params.get(name) or "").strip():
+            rows = rows.filter(**{name: flag_param(params, name)})
+    if params.get(TEXT):
         rows = rows.annotate(completion_text=Cast("completion", TextField())).filter(
-            completion_text__icontains=params["q"]
+            completion_text__icontains=params[TEXT]
         )
-    criterion = params.get("criterion")
-    score_min, score_max = number_param(params, "score_min"), number_param(params, "score_max")
+    criterion = params.get(CRITERION)
+    score_min, score_max = number_param(params, SCORE_MIN), number_param(params, SCORE_MAX)
     if criterion:
         # EXISTS probes RolloutScore per rollout walked in page order and stops at the page's end;
         # `pk IN (subquery)` made SQLite materialise every matching id first (~0.5 s at 1M rows).
@@ -83,8 +100,8 @@ def _with_notes(rows: QuerySet[Rollout], run_id: int, params) -> QuerySet[Rollou
     Only notes of this run count, the very set its notes list shows to whoever may read the run
     (members and share-link guests alike), so the filter reveals nothing that list does not.
     """
-    tag = (params.get("note_tag") or "").strip()
-    if not tag and not flag_param(params, "has_note"):
+    tag = (params.get(NOTE_TAG) or "").strip()
+    if not tag and not flag_param(params, HAS_NOTE):
         return rows
     # `pk IN (noted ids)`, not EXISTS as for criteria: notes are written by hand, so the set is small
     # (read once through Note's (run, tag) index, then rows by primary key), while EXISTS walks the
@@ -100,7 +117,7 @@ def _with_notes(rows: QuerySet[Rollout], run_id: int, params) -> QuerySet[Rollou
 
 def page(run_id: int, params) -> dict[str, Any]:
     """{"results": [summaries], "next_cursor": str | None}."""
-    order = params.get("order") or "step"
+    order = params.get("order") or DEFAULT_ORDER
     if order not in ORDERS:
         raise QueryError("order", f"must be one of {', '.join(ORDERS)}")
     limit = number_param(params, "limit", int) or 100

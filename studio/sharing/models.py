@@ -26,6 +26,7 @@ from studio.runs.models import Rollout, Run
 TAG_MAX = 40
 TEXT_MAX = 4000
 SUGGESTED_TAGS = ("reward hacking", "format broken", "good", "bug", "question")
+QUICK_TAGS = SUGGESTED_TAGS[:3]  # one-click buttons on a rollout's note form: what reading rollouts turns up
 
 
 def new_token() -> str:

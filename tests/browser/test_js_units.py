@@ -1,20 +1,33 @@
-"""The run page's JS modules under node, without a browser: number formatting, and the live
-merges that must not show a rollout or a curve point twice.
+"""The run page's JS modules under node, without a browser: number formatting, the live
+merges that must not show a rollout or a curve point twice, and the server's rules (filters,
+orders, note limits, curve panels) applied as the server applies them.
 
 Each test copies frontend/static/js next to a small ES module script (the page's modules
 are plain ES modules; the copy gets a package.json saying so), runs it with node and reads
-back the JSON it prints. The DOM the inspector touches is a few stub objects. Skipped
-where node is not installed."""
+back the JSON it prints. The script sees `rules`, the payload the pages carry
+(studio.sharing.client_rules), as the pages hand it to the modules. The DOM the inspector
+touches is a few stub objects. Skipped where node is not installed."""
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
+from django.http import QueryDict
+
+from studio.accounts.models import Team
+from studio.runs import rollout_query
+from studio.runs.models import Rollout, RolloutScore, Run
+from studio.runs.panels import panel_for
+from studio.sharing.client_rules import client_rules
+from tests.studio.runs.test_metric_panels import trainer_metric_keys
 
 NODE = shutil.which("node")
 JS = Path(__file__).resolve().parents[2] / "frontend" / "static" / "js"
+RULES = client_rules()
 
 pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed")
 
@@ -24,7 +37,7 @@ def run_js(tmp_path: Path, body: str):
     shutil.copytree(JS, folder)
     (folder / "package.json").write_text('{"type": "module"}')
     script = folder / "check.js"
-    script.write_text(body)
+    script.write_text(f"const rules = {json.dumps(RULES)};\n" + body)
     done = subprocess.run([NODE, str(script)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -100,7 +113,7 @@ def test_the_inspector_shows_a_rollout_once_when_the_page_and_the_socket_both_br
         const {{ Inspector }} = await import("./inspector.js");
         let answer;
         const api = {{ get: () => new Promise((resolve) => {{ answer = resolve; }}) }};
-        const inspector = new Inspector(root, {{ api, runId: 1 }});
+        const inspector = new Inspector(root, {{ api, runId: 1, rules }});
         const loaded = inspector.reload();
         const page = {json.dumps(page)}, live = {json.dumps(live)};
         if ({json.dumps(live_first)}) inspector.onLive(live);
@@ -132,7 +145,7 @@ def test_live_points_for_steps_already_drawn_are_dropped_in_wall_time_mode_too(t
         const { CurveBoard } = await import("./curves.js");
         const out = {};
         for (const mode of ["step", "time"]) {
-          const board = new CurveBoard(null, { api: null, sources: [{ runId: 1, label: "r" }] });
+          const board = new CurveBoard(null, { api: null, sources: [{ runId: 1, label: "r" }], panels: rules.panels });
           board.xMode = mode;
           const x = mode === "time" ? [100.0, 101.0] : [1, 2];
           board.ingest(1, { keys: ["reward/mean"], series: { "reward/mean": {
@@ -160,8 +173,9 @@ def panels_of(tmp_path, keys: list[str]) -> list[str]:
         tmp_path,
         CURVES_STUBS
         + f"""
-        const {{ panelFor }} = await import("./curves.js");
-        console.log(JSON.stringify({json.dumps(keys)}.map((k) => panelFor(k).id)));
+        const {{ panelDefs, panelFor }} = await import("./curves.js");
+        const defs = panelDefs(rules.panels);
+        console.log(JSON.stringify({json.dumps(keys)}.map((k) => panelFor(k, defs).id)));
         """,
     )
 
@@ -190,10 +204,113 @@ def test_the_notes_select_asks_for_any_note_or_one_tag_and_live_rollouts_never_m
         const form = {{ note: {json.dumps(note)}, order: "-advantage" }};
         globalThis.FormData = class {{ get(name) {{ return form[name] ?? null; }} }};
         const {{ Inspector }} = await import("./inspector.js");
-        const inspector = new Inspector(root, {{ api: null, runId: 1 }});
+        const inspector = new Inspector(root, {{ api: null, runId: 1, rules }});
         const params = inspector.params();
         console.log(JSON.stringify({{ params, live: inspector.matches({json.dumps(rollout(9, 4))}, params) }}));
         """,
     )
     assert got["params"] == {"order": "-advantage", **sent}
     assert got["live"] is (not sent)  # a rollout that just arrived carries no note yet
+
+
+def test_the_js_puts_every_trainer_metric_in_the_panel_the_server_names(tmp_path):
+    keys = sorted(trainer_metric_keys() | {"custom/score", "plain"})
+    # No panel claims a key: the page gives it its namespace's panel ("other" for a key without one).
+    want = [panel.id if (panel := panel_for(k)) else f"ns-{k.split('/')[0] if '/' in k else 'other'}" for k in keys]
+    assert panels_of(tmp_path, keys) == want
+
+
+def test_the_timing_panel_is_the_one_drawn_stacked(tmp_path):
+    got = run_js(
+        tmp_path,
+        CURVES_STUBS
+        + """
+        const { panelDefs, panelFor } = await import("./curves.js");
+        const defs = panelDefs(rules.panels);
+        console.log(JSON.stringify(["timing/train_s", "timing/step_s"].map((k) => Boolean(panelFor(k, defs).stacked))));
+        """,
+    )
+    assert got == [True, False]
+
+
+# Forms as the inspector's filter bar fills them (prompt_id is an API filter the bar has no field for).
+LIVE_FORMS = [
+    {}, {"step_min": "2", "step_max": "4"}, {"reward_min": "0.5"}, {"reward_max": "0"},
+    {"finish_reason": "length"}, {"trained": "0"}, {"trained": "1", "step_min": "1"}, {"prompt_id": "p3"},
+    {"criterion": "correct", "score_min": "0.5"}, {"criterion": "style", "score_max": "0.3"},
+    {"score_min": "1"},  # no criterion: the bar drops the score range, which the API would refuse
+    {"note": "*"}, {"note": "good"}, {"order": "-reward", "reward_min": "0.5", "finish_reason": "stop"},
+]  # fmt: skip
+
+
+def test_a_live_rollout_passes_the_filters_exactly_when_the_server_would_list_it(tmp_path, db):
+    run = Run.objects.create(team=Team.objects.create(name="t"), name="r", spec={})
+    rows = []
+    for i in range(12):
+        scores = {"correct": (i % 3) / 2} | ({"style": (i % 4) / 4} if i % 2 else {})
+        row = Rollout.objects.create(run=run, step=i // 2, prompt_id=f"p{i // 2}", sample_index=i % 2, prompt="",
+                                     completion="x", preview="x", reward=[0.0, 0.5, 1.0][i % 3],
+                                     finish_reason="length" if i % 4 == 0 else "stop", trained=i % 5 != 0,
+                                     scores={c: {"score": v} for c, v in scores.items()})  # fmt: skip
+        RolloutScore.objects.bulk_create(
+            RolloutScore(rollout=row, run=run, criterion=c, score=v) for c, v in scores.items()
+        )
+        rows.append(row)
+    got = run_js(
+        tmp_path,
+        FAKE_DOM
+        + f"""
+        let form = {{}};
+        globalThis.FormData = class {{ get(name) {{ return form[name] ?? null; }} }};
+        const {{ Inspector }} = await import("./inspector.js");
+        const inspector = new Inspector(root, {{ api: null, runId: 1, rules }});
+        const rollouts = {json.dumps([r.summary() for r in rows])};
+        console.log(JSON.stringify({json.dumps(LIVE_FORMS)}.map((f) => {{
+          form = f;
+          const params = inspector.params();
+          return {{ params, ids: rollouts.filter((it) => inspector.matches(it, params)).map((it) => it.id) }};
+        }})));
+        """,
+    )
+    for form, shown in zip(LIVE_FORMS, got, strict=True):
+        listed = rollout_query.page(run.pk, QueryDict(urlencode({**shown["params"], "limit": 500})))["results"]
+        assert sorted(shown["ids"]) == sorted(r["id"] for r in listed), form
+    assert {len(shown["ids"]) for shown in got} > {0, len(rows)}  # the forms keep none, all, and some in between
+
+
+def test_the_rollout_note_form_takes_its_quick_tags_and_limits_from_the_rules(tmp_path):
+    html = run_js(
+        tmp_path,
+        FAKE_DOM
+        + """
+        const { Inspector } = await import("./inspector.js");
+        console.log(JSON.stringify(new Inspector(root, { api: null, runId: 1, rules }).noteForm()));
+        """,
+    )
+    notes = RULES["notes"]
+    assert re.findall(r'data-tag="([^"]*)"', html) == notes["quick_tags"] == ["reward hacking", "format broken", "good"]
+    assert f'maxlength="{notes["tag_max"]}"' in html and f'maxlength="{notes["text_max"]}"' in html
+
+
+def test_without_the_servers_rules_the_modules_say_what_is_missing(tmp_path):
+    errors = run_js(
+        tmp_path,
+        FAKE_DOM
+        + CURVES_STUBS
+        + """
+        const { Inspector } = await import("./inspector.js");
+        const { CurveBoard } = await import("./curves.js");
+        const { readRules } = await import("./api.js");
+        document.getElementById = () => null;  // a page rendered without the client-rules JSON
+        const tries = [
+          () => new Inspector(root, { api: null, runId: 1 }),
+          () => new CurveBoard(null, { api: null, sources: [] }),
+          () => readRules(),
+        ];
+        console.log(JSON.stringify(tries.map((make) => { try { make(); return null; } catch (err) { return err.message; } })));
+        """,
+    )
+    inspector, board, page = errors
+    assert "Inspector needs the server's" in inspector and "client-rules" in inspector
+    assert "CurveBoard needs the server's panel rules" in board
+    assert "client-rules" in page and "{% client_rules as rules %}" in page

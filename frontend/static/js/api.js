@@ -102,3 +102,22 @@ export function readConfig(id) {
   const el = document.getElementById(id);
   return el ? JSON.parse(el.textContent) : {};
 }
+
+// The server's rules (studio/sharing/client_rules.py: rollout filters and orders, note limits,
+// curve panels), which the page carries as JSON. Unlike the config there is no fallback: a page
+// without them would filter, sort and chart by guesses, so it fails and says why.
+export function readRules() {
+  const el = document.getElementById("client-rules");
+  if (!el) {
+    throw new Error('this page carries no "client-rules" JSON: its template needs {% client_rules as rules %}{{ rules|json_script:"client-rules" }}');
+  }
+  return JSON.parse(el.textContent);
+}
+
+// The part of the rules a module needs, or an error naming it (a stale page, a test forgetting them).
+export function needRules(rules, part, who) {
+  if (!rules || rules[part] === undefined || rules[part] === null) {
+    throw new Error(`${who} needs the server's "${part}" rules (readRules() of the page's client-rules JSON)`);
+  }
+  return rules[part];
+}

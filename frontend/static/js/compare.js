@@ -1,6 +1,6 @@
 // Compare page: pick runs, overlay their curves, and list the settings that differ.
 
-import { Api, esc, readConfig } from "./api.js";
+import { Api, esc, readConfig, readRules } from "./api.js";
 import { CurveBoard } from "./curves.js";
 import { initTheme } from "./theme.js";
 
@@ -21,6 +21,7 @@ function renderDiff(table, data) {
 async function main() {
   initTheme();
   const config = readConfig("compare-config");
+  const rules = readRules();
   const api = new Api();
   const picker = document.querySelector("[data-run-picker]");
   picker.addEventListener("submit", (ev) => {
@@ -34,6 +35,7 @@ async function main() {
   const board = new CurveBoard(document.querySelector("[data-curves]"), {
     api,
     sources: data.runs.map((r) => ({ runId: r.id, label: r.name })),
+    panels: rules.panels,
   });
   const controls = document.querySelector("[data-curve-controls]");
   controls.querySelector("[name=smoothing]").addEventListener("input", (ev) => board.setSmoothing(Number(ev.target.value)));

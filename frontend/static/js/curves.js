@@ -10,38 +10,16 @@ import { chartColors } from "./theme.js";
 
 const POINTS = 1000;
 
-// Panels in the order the run page shows them. A metric key lands in the first panel whose
-// `match` accepts it; keys nobody claims get a panel per namespace ("custom/...").
-export const PANELS = [
-  { id: "reward", title: "Reward", match: (k) => k === "reward/mean" || k === "reward/std" },
-  { id: "criteria", title: "Reward per criterion", match: (k) => /^reward\/[^/]+\/mean$/.test(k) },
-  { id: "kl", title: "KL to reference", match: (k) => k === "actor/kl" },
-  { id: "entropy", title: "Entropy", match: (k) => k === "actor/entropy" },
-  // clip_frac_low|high and dual_clip_frac (tokens held at the dual-clip bound c) side by side.
-  { id: "clip", title: "Clip fraction", match: (k) => /^actor\/(dual_)?clip_frac/.test(k) },
-  { id: "length", title: "Response length (tokens)", match: (k) => /^response\/length_(mean|max)$/.test(k) },
-  { id: "truncated", title: "Truncated fraction", match: (k) => k === "response/truncated_frac" },
-  { id: "advantage", title: "Advantage", match: (k) => k.startsWith("advantage/") },
-  { id: "loss", title: "Policy loss", match: (k) => k === "actor/loss" },
-  { id: "grad_norm", title: "Grad norm", match: (k) => k === "actor/grad_norm" },
-  { id: "lr", title: "Learning rate", match: (k) => k === "actor/lr" },
-  // A separate sampler (vLLM): its logprobs against the trainer's on the same tokens, the
-  // number that says whether the rollouts are still on-policy.
-  {
-    id: "mismatch",
-    title: "Sampler vs trainer logprobs",
-    match: (k) => /^rollout\/(logprob_gap_(mean|max)|engine_trainer_kl|tis_clip_frac)$/.test(k),
-  },
-  { id: "tokens", title: "Tokens / s", match: (k) => /^perf\/(\w+_)?tokens_per_s$/.test(k) },
-  {
-    id: "timing",
-    title: "Time per step (s)",
-    match: (k) => /^timing\/(generate|score|train)_s$/.test(k),
-    stacked: true,
-  },
-  { id: "reward_other", title: "Reward diagnostics", match: (k) => k.startsWith("reward/") },
-  { id: "timing_other", title: "Timing (s)", match: (k) => k.startsWith("timing/") },
-];
+// Panels come from the server (studio/runs/panels.py), in the order the page shows them: a
+// metric key lands in the first panel whose pattern matches it; keys nobody claims get a
+// panel per namespace ("custom/...").
+export function panelDefs(panels) {
+  if (!Array.isArray(panels)) throw new Error("CurveBoard needs the server's panel rules (readRules().panels)");
+  return panels.map((p) => {
+    const pattern = new RegExp(p.pattern);
+    return { ...p, match: (k) => pattern.test(k) };
+  });
+}
 
 // Within a panel the summary statistic comes first (so it gets the first colour), then the rest.
 const KEY_ORDER = ["mean", "length_mean", "tokens_per_s", "generate_s", "score_s", "train_s", "std", "min", "max"];
@@ -54,8 +32,8 @@ export function sortKeys(keys) {
   return [...keys].sort((a, b) => keyRank(a) - keyRank(b) || a.localeCompare(b));
 }
 
-export function panelFor(key) {
-  const known = PANELS.find((p) => p.match(key));
+export function panelFor(key, defs) {
+  const known = defs.find((p) => p.match(key));
   if (known) return known;
   const ns = key.includes("/") ? key.split("/")[0] : "other";
   return { id: `ns-${ns}`, title: ns, match: (k) => k.startsWith(`${ns}/`) };
@@ -105,9 +83,11 @@ export class CurveBoard {
    * @param container element that receives one .chart-panel per group of keys
    * @param api       Api instance
    * @param sources   [{runId, label}]: one for the run page, several on the compare page
+   * @param panels    the server's panel rules (readRules().panels)
    * @param onCursor  called with the cursor of the first source's response
    */
-  constructor(container, { api, sources, onCursor = () => {} }) {
+  constructor(container, { api, sources, panels, onCursor = () => {} }) {
+    this.panelDefs = panelDefs(panels);
     this.container = container;
     this.api = api;
     this.sources = sources;
@@ -216,13 +196,13 @@ export class CurveBoard {
   groups() {
     const groups = new Map();
     for (const key of sortKeys(this.keys)) {
-      const def = panelFor(key);
+      const def = panelFor(key, this.panelDefs);
       if (!groups.has(def.id)) groups.set(def.id, { def, keys: [] });
       groups.get(def.id).keys.push(key);
     }
     const order = (id) => {
-      const i = PANELS.findIndex((p) => p.id === id);
-      return i < 0 ? PANELS.length : i;
+      const i = this.panelDefs.findIndex((p) => p.id === id);
+      return i < 0 ? this.panelDefs.length : i;
     };
     return [...groups.values()].sort((a, b) => order(a.def.id) - order(b.def.id) || a.def.id.localeCompare(b.def.id));
   }

@@ -3,15 +3,23 @@
 // scores, the other completions of the same group side by side, notes).
 // Keyboard: j / ArrowDown next, k / ArrowUp previous, Enter open, Esc close.
 
-import { esc, fmt } from "./api.js";
+import { esc, fmt, needRules } from "./api.js";
 
 const PAGE = 50;
 // Live rollouts go straight into the list until it holds this many rows; past that a banner
 // offers a refresh instead, so a long run never makes the list (and each re-render) unbounded.
 const LIVE_ROWS_MAX = 500;
-const FILTERS = ["step_min", "step_max", "reward_min", "reward_max", "criterion", "score_min", "score_max", "finish_reason", "trained", "q", "note", "order"];
-// The notes select's value for "any note"; every other value is a tag.
+// The form's notes select (a form field, not an API parameter) and its value for "any note";
+// every other value is a tag.
+const NOTE_FIELD = "note";
 const ANY_NOTE = "*";
+// The one order in which a rollout that just arrived belongs at the top of the list.
+const NEWEST_FIRST = "-step";
+
+// The API parameters the filter form may send, from the server's rollout rules.
+function filterParams(r) {
+  return [...r.bounds.map((b) => b.param), ...r.equals, ...r.flags, r.criterion.param, r.criterion.min, r.criterion.max, r.text, "order"];
+}
 
 function renderText(value) {
   if (Array.isArray(value)) {
@@ -30,9 +38,13 @@ function rewardClass(r) {
 export class Inspector {
   /**
    * @param root      element holding the filter form (.filters), list (.rollout-list) and detail (.rollout-detail)
+   * @param rules     the server's rules (readRules()): its `rollouts` filters and orders, its `notes` limits
    * @param notes     NotesClient used for the rollout's notes (may be null on read-only pages)
    */
-  constructor(root, { api, runId, criteria = [], notes = null, canNote = false }) {
+  constructor(root, { api, runId, rules, criteria = [], notes = null, canNote = false }) {
+    this.rules = needRules(rules, "rollouts", "Inspector");
+    this.noteRules = needRules(rules, "notes", "Inspector");
+    this.filterParams = filterParams(this.rules);
     this.root = root;
     this.api = api;
     this.runId = runId;
@@ -107,27 +119,29 @@ export class Inspector {
   }
 
   params() {
+    const { criterion, notes } = this.rules;
     const data = new FormData(this.form);
     const params = {};
-    for (const name of FILTERS) {
+    for (const name of [...this.filterParams, NOTE_FIELD]) {
       const v = (data.get(name) || "").toString().trim();
       if (v) params[name] = v;
     }
-    if (!params.criterion) {
-      delete params.score_min;
-      delete params.score_max;
+    if (!params[criterion.param]) {
+      delete params[criterion.min]; // the API refuses a score range without a criterion
+      delete params[criterion.max];
     }
-    if (params.note) {
-      if (params.note === ANY_NOTE) params.has_note = "1";
-      else params.note_tag = params.note;
-      delete params.note;
+    const note = params[NOTE_FIELD];
+    if (note) {
+      if (note === ANY_NOTE) params[notes.any] = "1";
+      else params[notes.tag] = note;
+      delete params[NOTE_FIELD];
     }
     return params;
   }
 
   // Tags of the run's notes join the suggested ones in the notes filter.
   fillNoteTags() {
-    const select = this.form.elements.note;
+    const select = this.form.elements[NOTE_FIELD];
     if (!select || !this.notes) return;
     const have = new Set([...select.options].map((o) => o.value));
     for (const tag of [...new Set(this.notes.notes.map((n) => n.tag).filter(Boolean))].sort()) {
@@ -147,7 +161,7 @@ export class Inspector {
     const changed = marks !== this.noteMarks;
     this.noteMarks = marks;
     const params = this.params();
-    if (changed && (params.has_note || params.note_tag)) this.reload();
+    if (changed && (params[this.rules.notes.any] || params[this.rules.notes.tag])) this.reload();
     else this.renderRows();
   }
 
@@ -244,13 +258,14 @@ export class Inspector {
   }
 
   // New rollouts from the websocket. They go straight to the top when the list is sorted
-  // newest first and they pass the filters; otherwise a banner offers a refresh.
+  // newest first and they pass the filters; otherwise a banner offers a refresh. The text
+  // search always takes the banner: it reads the whole completion, a live summary has a preview.
   onLive(items) {
     const params = this.params();
-    const newestFirst = !params.order || params.order === "-step";
+    const newestFirst = (params.order || this.rules.default_order) === NEWEST_FIRST;
     const fits = items.filter((it) => !this.ids.has(it.id) && this.matches(it, params));
     if (!fits.length) return;
-    if (newestFirst && !params.q && this.items.length + fits.length <= LIVE_ROWS_MAX) {
+    if (newestFirst && !params[this.rules.text] && this.items.length + fits.length <= LIVE_ROWS_MAX) {
       for (const it of fits) it._new = true;
       this.append(fits.reverse(), true);
       // Flash once: a later re-render (the next batch) must not restart the animation.
@@ -262,17 +277,25 @@ export class Inspector {
     }
   }
 
+  // Whether a rollout summary passes the filters in `p`: the server's filters (rollout_query),
+  // applied by the rules it hands the page.
   matches(it, p) {
+    const r = this.rules;
     const num = (v) => (v === undefined ? null : Number(v));
     const within = (v, lo, hi) => (lo === null || v >= lo) && (hi === null || v <= hi);
-    if (!within(it.step, num(p.step_min), num(p.step_max))) return false;
-    if (!within(it.reward, num(p.reward_min), num(p.reward_max))) return false;
-    if (p.finish_reason && it.finish_reason !== p.finish_reason) return false;
-    if (p.trained && it.trained !== (p.trained === "1")) return false;
-    if (p.has_note || p.note_tag) return false; // a rollout that just arrived carries no note yet
-    if (p.criterion) {
-      const s = (it.scores || {})[p.criterion];
-      if (s === undefined || !within(s, num(p.score_min), num(p.score_max))) return false;
+    for (const { param, field, bound } of r.bounds) {
+      const limit = num(p[param]);
+      if (limit !== null && !(bound === "min" ? within(it[field], limit, null) : within(it[field], null, limit))) return false;
+    }
+    for (const field of r.equals) if (p[field] && it[field] !== p[field]) return false;
+    for (const field of r.flags) {
+      if (p[field] && it[field] !== r.flag_true.includes(p[field].trim().toLowerCase())) return false;
+    }
+    if (p[r.notes.any] || p[r.notes.tag]) return false; // a rollout that just arrived carries no note yet
+    const criterion = p[r.criterion.param];
+    if (criterion) {
+      const s = (it.scores || {})[criterion];
+      if (s === undefined || !within(s, num(p[r.criterion.min]), num(p[r.criterion.max]))) return false;
     }
     return true;
   }
@@ -359,14 +382,13 @@ export class Inspector {
   }
 
   noteForm() {
+    const { quick_tags: quick, tag_max: tagMax, text_max: textMax } = this.noteRules;
     return `<form class="note-form" data-note-form>
       <div class="quick-tags">
-        <button type="button" data-tag="reward hacking">reward hacking</button>
-        <button type="button" data-tag="format broken">format broken</button>
-        <button type="button" data-tag="good">good</button>
+        ${quick.map((tag) => `<button type="button" data-tag="${esc(tag)}">${esc(tag)}</button>`).join("\n        ")}
       </div>
-      <input name="tag" placeholder="tag (optional)" list="note-tags" maxlength="40">
-      <textarea name="text" rows="2" placeholder="Note on this rollout" required maxlength="4000"></textarea>
+      <input name="tag" placeholder="tag (optional)" list="note-tags" maxlength="${tagMax}">
+      <textarea name="text" rows="2" placeholder="Note on this rollout" required maxlength="${textMax}"></textarea>
       <button type="submit" class="primary">Add note</button>
     </form>`;
   }

@@ -1,7 +1,7 @@
 // Entry point of the run page (/runs/<id>/) and of a shared run (/share/<token>/).
 // Loads curves over REST, notes the cursor, then follows the websocket from that cursor.
 
-import { Api, duration, esc, readConfig } from "./api.js";
+import { Api, duration, esc, readConfig, readRules } from "./api.js";
 import { CurveBoard } from "./curves.js";
 import { Inspector } from "./inspector.js";
 import { NotesClient } from "./notes.js";
@@ -116,6 +116,7 @@ function bindCancel(api, runId, progress) {
 async function main() {
   initTheme();
   const config = readConfig("run-config");
+  const rules = readRules();
   const runId = config.run.id;
   const api = new Api({ shareToken: config.share_token });
   const progress = new Progress({ ...config.run });
@@ -125,6 +126,7 @@ async function main() {
   const board = new CurveBoard(document.querySelector("[data-curves]"), {
     api,
     sources: [{ runId, label: config.run.name }],
+    panels: rules.panels,
   });
   bindCurveControls(board);
 
@@ -140,7 +142,7 @@ async function main() {
     },
     onChange: () => inspector?.onNotesChanged(),
   });
-  inspector = new Inspector(inspectorRoot, { api, runId, criteria: config.criteria, notes, canNote: config.can_note });
+  inspector = new Inspector(inspectorRoot, { api, runId, rules, criteria: config.criteria, notes, canNote: config.can_note });
   if (config.can_share) new SharePanel(document.querySelector("[data-share-panel]"), { api, runId }).load();
 
   const [cursor] = await Promise.all([board.load(), inspector.reload(), notes.load()]);

@@ -38,6 +38,12 @@ def test_pages_walk_every_rollout_newest_first_without_repeats(api, alice, run, 
     assert ids == [r.pk for r in sorted(rows, key=lambda r: (r.step, r.pk), reverse=True)]
 
 
+def test_without_an_order_the_list_is_newest_first_as_the_inspector_shows_it(api, alice, run, rows):
+    api.force_authenticate(alice)
+    newest_first = [r.pk for r in sorted(rows, key=lambda r: (r.step, r.pk), reverse=True)]
+    assert walk(api, run, limit=7) == walk(api, run, order="-step", limit=7) == newest_first
+
+
 def test_sorting_by_reward_pages_through_ties_in_id_order(api, alice, run, rows):
     api.force_authenticate(alice)
     ids = walk(api, run, order="reward", limit=5)

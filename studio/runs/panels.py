@@ -1,0 +1,57 @@
+"""Which chart of the run page (and the compare page) shows which metric key.
+
+The pages' JS draws the panels in this order and puts a key in the first panel whose pattern
+it matches; a key no panel claims gets a panel of its own namespace ("custom/..." -> "custom").
+Patterns are regular expressions that JS reads with `new RegExp(pattern).test(key)` and Python
+with `re.search(pattern, key, re.ASCII)`: keep to what both read alike (anchors, groups,
+alternation, character classes, `\\w`), so the two never place a key differently.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Panel:
+    id: str
+    title: str
+    pattern: str
+    stacked: bool = False  # one run: the curves are drawn stacked (parts of a whole, e.g. time per step)
+
+    def matches(self, key: str) -> bool:
+        return re.search(self.pattern, key, re.ASCII) is not None
+
+
+PANELS: tuple[Panel, ...] = (
+    Panel("reward", "Reward", r"^reward/(mean|std)$"),
+    Panel("criteria", "Reward per criterion", r"^reward/[^/]+/mean$"),
+    Panel("kl", "KL to reference", r"^actor/kl$"),
+    Panel("entropy", "Entropy", r"^actor/entropy$"),
+    # clip_frac_low|high and dual_clip_frac (tokens held at the dual-clip bound c) side by side.
+    Panel("clip", "Clip fraction", r"^actor/(dual_)?clip_frac"),
+    Panel("length", "Response length (tokens)", r"^response/length_(mean|max)$"),
+    Panel("truncated", "Truncated fraction", r"^response/truncated_frac$"),
+    Panel("advantage", "Advantage", r"^advantage/"),
+    Panel("loss", "Policy loss", r"^actor/loss$"),
+    Panel("grad_norm", "Grad norm", r"^actor/grad_norm$"),
+    Panel("lr", "Learning rate", r"^actor/lr$"),
+    # A separate sampler (vLLM): its logprobs against the trainer's on the same tokens, the
+    # number that says whether the rollouts are still on-policy.
+    Panel(
+        "mismatch",
+        "Sampler vs trainer logprobs",
+        r"^rollout/(logprob_gap_(mean|max)|engine_trainer_kl|tis_clip_frac)$",
+    ),
+    Panel("tokens", "Tokens / s", r"^perf/(\w+_)?tokens_per_s$"),
+    Panel("timing", "Time per step (s)", r"^timing/(generate|score|train)_s$", stacked=True),
+    # Catch-alls last: the rest of a namespace that has panels above.
+    Panel("reward_other", "Reward diagnostics", r"^reward/"),
+    Panel("timing_other", "Timing (s)", r"^timing/"),
+)
+
+
+def panel_for(key: str) -> Panel | None:
+    """The first panel that claims `key`; None when none does (the page gives it its namespace's panel)."""
+    return next((panel for panel in PANELS if panel.matches(key)), None)

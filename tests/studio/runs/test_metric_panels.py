@@ -1,0 +1,73 @@
+"""Every metric key the trainers emit lands in the panel meant for it (studio.runs.panels, which
+the run and compare pages' JS apply; tests/browser/test_js_units.py checks the JS agrees)."""
+
+import re
+
+from studio.runs.panels import PANELS, panel_for
+
+
+def trainer_metric_keys() -> set[str]:
+    """The keys a training step reports, as the trainer tests know them (without training a model)."""
+    import torch
+
+    from tests.trainers.test_loop import STEP_KEYS
+    from trainers.algorithms.policy_losses import PolicyLossOutput
+    from trainers.engines.mismatch import logprob_gap
+
+    zero = torch.tensor(0.0)
+    losses = PolicyLossOutput(*[zero] * 6).metrics()
+    mask = torch.ones(1, 2)
+    gaps = logprob_gap(torch.zeros(1, 2), torch.zeros(1, 2), mask)
+    # Step keys the loop test does not list (trainers/loop.py): actor/kl only with a KL loss,
+    # rollout/tis_clip_frac only with TIS on a separate sampler, perf/gpu_mem_peak_gb only on CUDA.
+    step = {"actor/kl", "rollout/tis_clip_frac", "perf/gen_tokens_per_s", "perf/train_tokens_per_s",
+            "perf/gpu_mem_peak_gb", "data/generation_rounds", "data/groups_kept"}  # fmt: skip
+    # An evaluation's (tests/trainers/test_evaluate.py).
+    evaluation = {"eval/reward/mean", "eval/reward/std", "eval/reward/any/mean", "eval/pass@2"}
+    return set(STEP_KEYS) | set(losses) | set(gaps) | step | evaluation
+
+
+# Where each lands; None: no panel claims it, so the page draws it in its namespace's panel.
+EXPECTED = {
+    "reward/mean": "reward", "reward/std": "reward", "reward/letter/mean": "criteria",
+    "reward/frac_zero_std_groups": "reward_other",
+    "advantage/mean": "advantage", "advantage/std": "advantage", "advantage/min": "advantage",
+    "advantage/max": "advantage",
+    "actor/kl": "kl", "actor/entropy": "entropy", "actor/loss": "loss", "actor/grad_norm": "grad_norm",
+    "actor/lr": "lr", "actor/clip_frac_low": "clip", "actor/clip_frac_high": "clip", "actor/dual_clip_frac": "clip",
+    "actor/pg_loss": None, "actor/ppo_kl": None, "actor/ratio_mean": None,
+    "response/length_mean": "length", "response/length_max": "length", "response/truncated_frac": "truncated",
+    "rollout/logprob_gap_mean": "mismatch", "rollout/logprob_gap_max": "mismatch",
+    "rollout/engine_trainer_kl": "mismatch", "rollout/tis_clip_frac": "mismatch",
+    "perf/tokens_per_s": "tokens", "perf/gen_tokens_per_s": "tokens", "perf/train_tokens_per_s": "tokens",
+    "perf/gpu_mem_peak_gb": None,
+    "timing/generate_s": "timing", "timing/score_s": "timing", "timing/train_s": "timing",
+    "timing/step_s": "timing_other",
+    "data/epoch": None, "data/generation_rounds": None, "data/groups_kept": None,
+    "eval/reward/mean": None, "eval/reward/std": None, "eval/reward/any/mean": None, "eval/pass@2": None,
+}  # fmt: skip
+
+
+def test_every_key_the_trainers_emit_lands_in_its_panel():
+    keys = trainer_metric_keys()
+    assert keys - EXPECTED.keys() == set(), "a new metric key: say which panel shows it"
+    got = {key: (panel.id if (panel := panel_for(key)) else None) for key in keys}
+    assert got == {key: EXPECTED[key] for key in keys}
+
+
+def test_a_key_lands_in_the_first_panel_that_claims_it():
+    # reward/<criterion>/mean is also a reward/ key: the per-criterion panel comes first.
+    ids = [p.id for p in PANELS]
+    assert ids.index("criteria") < ids.index("reward_other") and ids.index("timing") < ids.index("timing_other")
+    assert panel_for("reward/format/mean").id == "criteria"
+    assert panel_for("reward/format/max").id == "reward_other"
+
+
+def test_only_the_time_per_step_panel_stacks():
+    assert [p.id for p in PANELS if p.stacked] == ["timing"]
+
+
+def test_every_pattern_is_anchored_and_compiles_for_ascii_keys():
+    for panel in PANELS:
+        assert panel.pattern.startswith("^"), panel.id  # JS .test and re.search both scan otherwise
+        re.compile(panel.pattern, re.ASCII)
