@@ -1,28 +1,35 @@
-"""Read dataset files as a stream of rows: preview, count and check the field mapping
-without holding the file in memory. Parsing only: no user code runs here.
+"""The studio's report on a dataset: columns, preview, row count and the rows a run would refuse.
 
-Formats: JSON Lines, CSV, Parquet (row groups), and a Hugging Face dataset folder
-(`save_to_disk` Arrow files, or a folder of jsonl/csv/parquet files per split).
+Reading is the trainer's own (`trainers.data.iter_records`), so what the studio previews and
+checks is exactly what a run gets: the same values (CSV cells as text), the same row numbers,
+the same rule for a row (`map_row`). Parsing only: no user code runs here.
 """
 
 from __future__ import annotations
 
-import csv
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainers.data import FieldMapping, RowError, map_row
+from trainers.data import DataError, FieldMapping, RowError, detect_format, iter_records, map_row
 
-EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+__all__ = [
+    "PREVIEW_ROWS",
+    "DatasetFileError",
+    "Inspection",
+    "check_row",
+    "detect_format",
+    "inspect_dataset",
+    "iter_rows",
+]
+
 PREVIEW_ROWS = 20
 MAX_ERRORS = 50
 
-
-class DatasetFileError(ValueError):
-    """The file as a whole cannot be read (wrong format, missing); the message names it."""
+# The studio's names for the trainer's reader: a file the run cannot read is one the studio refuses.
+DatasetFileError = DataError
+iter_rows = iter_records
 
 
 @dataclass
@@ -37,106 +44,6 @@ class Inspection:
         self.error_count += 1
         if len(self.errors) < MAX_ERRORS:
             self.errors.append({"row": row, "field": field_name, "message": message})
-
-
-def detect_format(path: Path) -> str:
-    if path.is_dir():
-        return "hf"
-    try:
-        return EXTENSIONS[path.suffix.lower()]
-    except KeyError:
-        raise DatasetFileError(
-            f"{path.name}: cannot tell the format from {path.suffix!r}; use .jsonl, .csv or .parquet"
-        ) from None
-
-
-def iter_rows(path: Path, fmt: str, split: str = "train") -> Iterator[tuple[int, dict[str, Any] | Exception]]:
-    """(row number from 1, record) pairs; a row that cannot be parsed yields its exception instead."""
-    if not path.exists():
-        raise DatasetFileError(f"{path}: no such file or folder")
-    if fmt == "jsonl":
-        yield from _jsonl(path)
-    elif fmt == "csv":
-        yield from _csv(path)
-    elif fmt == "parquet":
-        yield from _parquet(path)
-    elif fmt == "hf":
-        yield from _hf_folder(path, split)
-    else:
-        raise DatasetFileError(f"unknown format {fmt!r}")
-
-
-def _jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    with path.open("rb") as fh:
-        row = 0
-        for line in fh:
-            if not line.strip():
-                continue
-            row += 1
-            try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                yield row, ValueError(f"not valid JSON: {exc}")
-                continue
-            yield row, record if isinstance(record, dict) else ValueError("a row must be a JSON object")
-
-
-def _csv(path: Path) -> Iterator[tuple[int, Any]]:
-    with path.open(newline="", encoding="utf-8", errors="replace") as fh:
-        reader = csv.DictReader(fh)
-        if not reader.fieldnames:
-            raise DatasetFileError(f"{path.name}: empty CSV (no header row)")
-        for row, record in enumerate(reader, start=1):
-            if None in record:
-                yield (
-                    row,
-                    ValueError(
-                        f"has {len(reader.fieldnames) + len(record[None])} cells, header has {len(reader.fieldnames)}"
-                    ),
-                )
-            else:
-                yield row, record
-
-
-def _parquet(path: Path) -> Iterator[tuple[int, Any]]:
-    import pyarrow.parquet as pq
-
-    try:
-        parquet = pq.ParquetFile(path)
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad file
-        raise DatasetFileError(f"{path.name}: not a Parquet file ({exc})") from None
-    row = 0
-    for batch in parquet.iter_batches(batch_size=1024):
-        for record in batch.to_pylist():
-            row += 1
-            yield row, record
-
-
-def _hf_folder(path: Path, split: str) -> Iterator[tuple[int, Any]]:
-    import pyarrow as pa
-
-    base = path / split if (path / split).is_dir() else path
-    arrow = sorted(base.glob("*.arrow"))
-    if arrow:
-        row = 0
-        for file in arrow:
-            with pa.memory_map(str(file)) as source:
-                for batch in pa.ipc.open_stream(source):
-                    for record in batch.to_pylist():
-                        row += 1
-                        yield row, record
-        return
-    files = sorted(p for p in base.rglob("*") if p.suffix.lower() in EXTENSIONS and split in p.name) or sorted(
-        p for p in base.rglob("*") if p.suffix.lower() in EXTENSIONS
-    )
-    if not files:
-        raise DatasetFileError(f"{path}: no .arrow, .jsonl, .csv or .parquet files for split {split!r}")
-    offset = 0
-    for file in files:
-        last = 0
-        for last, record in iter_rows(file, EXTENSIONS[file.suffix.lower()]):
-            yield offset + last, record
-        offset += last
 
 
 def check_row(record: dict[str, Any], row: int, mapping: FieldMapping, report: Inspection) -> None:
@@ -157,10 +64,10 @@ def inspect_dataset(path: str | Path, fmt: str, *, split: str = "train", preview
     fields = FieldMapping(mapping.get("prompt_field"), mapping.get("messages_field"), mapping.get("answer_field"),
                           tuple(mapping.get("extra_fields") or ()))  # fmt: skip
     seen: dict[str, None] = {}
-    for row, record in iter_rows(path, fmt, split):
+    for row, record in iter_records(path, fmt, split):
         report.row_count += 1
-        if isinstance(record, Exception):
-            report.add_error(row, None, str(record))
+        if isinstance(record, RowError):  # unreadable row: the reader says why
+            report.add_error(row, record.field, record.reason)
             continue
         if report.row_count <= preview_rows:
             report.preview.append(_jsonable(record))
