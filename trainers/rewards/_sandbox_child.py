@@ -3,7 +3,8 @@
 It takes over the pipes the parent gave it as stdin/stdout for its own protocol (one JSON
 object per line), points fd 0 at /dev/null and fd 1 at the stderr log so user code can
 neither read the protocol nor write into it, applies resource limits, blocks `socket`,
-and then serves one of two modes named by the first message:
+and then serves one of two modes named by the first message. What it can see and do beyond
+that (files, network, user) is set up around it by the parent, `trainers.rewards.sandbox`.
 
 - `worker`: load a function once (user source, or `module:function` for trusted code), then
   answer `{"args": [...], "kwargs": {...}}` requests with `{"ok": true, "value": ...}` or
@@ -38,27 +39,11 @@ def main():
         proto_out.flush()
 
     config = json.loads(proto_in.readline())
-    hide_folders(config.get("hide", []))
     sys.path[:0] = config.get("sys_path", [])
     if config["mode"] == "worker":
         serve(config, proto_in, send)
     else:
         run_tests(config, send)
-
-
-def hide_folders(paths):
-    """Cover each folder with an empty, read-only tmpfs. The parent names folders only when this
-    process runs as root of its own user and mount namespaces, so the mounts are allowed and seen
-    by no one else. Fails closed: user code never runs with a folder it should not see."""
-    if not paths:
-        return
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    ms_rdonly, ms_nosuid, ms_nodev = 1, 2, 4
-    for path in paths:
-        if libc.mount(b"none", path.encode(), b"tmpfs", ms_rdonly | ms_nosuid | ms_nodev, b"size=4k") != 0:
-            sys.exit(f"sandbox: could not hide {path}: {os.strerror(ctypes.get_errno())}")
 
 
 def apply_limits(limits):
@@ -73,7 +58,7 @@ def apply_limits(limits):
 
 def block_network():
     """Best effort inside Python (ctypes or `_socket` can get around it): the real barrier is the
-    empty network namespace the parent starts this process in when `unshare` is permitted."""
+    empty network namespace bubblewrap starts this process in; this is all the weak fallback has."""
     import socket
 
     def refuse(*args, **kwargs):
