@@ -193,11 +193,11 @@ def test_try_it_scores_on_the_worker_and_bad_rubric_code_gets_a_clear_error(stud
     assert time.monotonic() - started < 30
     assert client.get("/api/runs/").status_code == 200  # nothing else broke
 
-    # The worker's sandbox hides the studio's data folder (database, secret key, first login).
-    # Where unshare cannot make a mount namespace it cannot, and the sandbox docs say so.
-    from trainers.rewards.sandbox import isolation_prefix
+    # The worker's sandbox does not show the studio's data folder (database, secret key, first
+    # login). Only bubblewrap hides it; the weak fallback cannot, and the sandbox docs say so.
+    from trainers.rewards.sandbox import isolation
 
-    if "--mount" in isolation_prefix():
+    if isolation() == "bubblewrap":
         secret = studio["data_dir"] / "first-login.txt"
         assert secret.exists()
         code = f"def score(prompt, completion, **f):\n    return float(len(open({str(secret)!r}).read()) > 0)\n"

@@ -48,7 +48,8 @@ def main():
 
 def apply_limits(limits):
     """Address space, CPU seconds, written file size and core dumps; set here, just before
-    untrusted code runs, so the interpreter start-up is not counted against them."""
+    untrusted code runs, so the interpreter's start-up is not squeezed by them (its CPU seconds
+    still count: RLIMIT_CPU is the process's total)."""
     mb = 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limits["memory_mb"] * mb,) * 2)
     resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_s"], limits["cpu_s"] + 1))

@@ -98,7 +98,9 @@ SIGNALLED_BASE = 128
 
 @dataclass(frozen=True)
 class Limits:
-    """What one sandbox process may use. `cpu_s` defaults to the wall-clock limit (rounded up) + 1."""
+    """What one sandbox process may use. `cpu_s` defaults to the wall-clock time it may take (its
+    calls' limits plus the start-up grace), rounded up, + 1: a backstop behind the wall clock, which
+    gives the clearer message ("timed out after ..."), so it must not run out first."""
 
     timeout_s: float = 5.0
     memory_mb: int = 512
@@ -107,7 +109,8 @@ class Limits:
 
     def for_child(self, calls: int = 1) -> dict[str, int]:
         """Limits as the child applies them; a worker serving `calls` calls gets CPU time for all of them."""
-        cpu = self.cpu_s if self.cpu_s is not None else math.ceil(self.timeout_s * max(calls, 1)) + 1
+        wall = self.timeout_s * max(calls, 1) + STARTUP_GRACE_S
+        cpu = self.cpu_s if self.cpu_s is not None else math.ceil(wall) + 1
         return {"memory_mb": self.memory_mb, "cpu_s": cpu, "file_size_mb": self.file_size_mb}
 
 

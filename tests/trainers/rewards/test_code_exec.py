@@ -5,6 +5,7 @@ import pytest
 from tests.trainers.rewards.helpers import sample
 from trainers.rewards.criteria import build_criterion
 from trainers.rewards.criteria.code_exec import parse_tests
+from trainers.rewards.sandbox import isolation
 
 STDIO_TESTS = [
     {"input": "1 2\n", "output": "3\n"},
@@ -112,3 +113,15 @@ def test_a_program_that_exits_nonzero_fails_that_test():
     [result] = score_all([fenced("import sys\nprint(3)\nsys.exit(1)")], STDIO_TESTS[:1])
     assert result.score == 0.0
     assert "SystemExit: 1" in result.explanation
+
+
+@pytest.mark.skipif(isolation() != "bubblewrap", reason="bubblewrap cannot run here")
+def test_a_program_cannot_read_the_workers_files(tmp_path):
+    secret = tmp_path / "elsewhere" / "token"
+    secret.parent.mkdir()
+    secret.write_text("do not leak")
+    program = f"print(open({str(secret)!r}).read())"
+    [result] = score_all([fenced(program)], [{"input": "", "output": "do not leak"}])
+    assert result.score == 0.0
+    assert "FileNotFoundError" in result.explanation, result.explanation
+    assert secret.read_text() == "do not leak"  # readable here: the sandbox, not the file, stopped it

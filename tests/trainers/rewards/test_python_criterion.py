@@ -12,7 +12,7 @@ from tests.trainers.rewards.helpers import sample
 from trainers.rewards.catalog import PythonParams
 from trainers.rewards.criteria.python import Python
 from trainers.rewards.rubric import Rubric
-from trainers.rewards.sandbox import HIDE_ENV, isolation_prefix
+from trainers.rewards.sandbox import HIDE_ENV, isolation
 
 # Each misbehaviour is triggered by the completion text, so one batch mixes good and bad samples.
 USER_CODE = textwrap.dedent(
@@ -112,30 +112,37 @@ def test_user_code_has_no_network():
     ), result.scores["user"].error
 
 
+# What the inspector would show the whole team, if the sandbox let the code read it.
 READ_SECRET = """
-import os
-
 def score(prompt, completion, **fields):
-    folder = fields["folder"]
-    names = os.listdir(folder)
-    with open(os.path.join(folder, "secret_key")) as f:
-        return 1.0 if f.read() else 0.0
+    with open(fields["path"]) as f:
+        return 1.0, f.read()
 """
 
 
-@pytest.mark.skipif("--mount" not in isolation_prefix(), reason="unshare cannot create a mount namespace here")
-def test_user_code_cannot_read_the_hidden_folders(tmp_path, monkeypatch):
-    # The studio's workers hide its data folder (database, secret key, uploads, checkpoints).
+@pytest.mark.skipif(isolation() != "bubblewrap", reason="bubblewrap cannot run here")
+def test_user_code_cannot_read_the_workers_files(tmp_path, monkeypatch):
+    # A token under the worker user's home, the studio's data folder, and the system's passwords.
+    token = tmp_path / "home" / ".cache" / "huggingface" / "token"
+    token.parent.mkdir(parents=True)
+    token.write_text("hf_do_not_leak")
     data = tmp_path / "var"
     data.mkdir()
     (data / "secret_key").write_text("do not show")
+    monkeypatch.setenv("HOME", str(token.parents[2]))
     monkeypatch.setenv(HIDE_ENV, str(data))
-    [result] = rubric(READ_SECRET).score([sample("x", folder=str(data))])
-    assert result.scores["user"].score == 0.0
-    assert "FileNotFoundError" in result.scores["user"].error, result.scores["user"].error
-    monkeypatch.delenv(HIDE_ENV)
-    [result] = rubric(READ_SECRET).score([sample("x", folder=str(data))])
-    assert (result.scores["user"].score, result.scores["user"].error) == (1.0, None)  # the same code, not hidden
+    paths = [str(token), str(data / "secret_key"), "/etc/shadow"]
+    results = rubric(READ_SECRET).score([sample("x", path=p) for p in paths])
+    for path, result in zip(paths, results, strict=True):
+        assert result.scores["user"].score == 0.0
+        assert result.scores["user"].error.startswith("FileNotFoundError"), (path, result.scores["user"].error)
+    assert token.read_text() == "hf_do_not_leak"  # readable here: the sandbox, not the file, stopped it
+
+
+def test_user_code_may_import_installed_packages():
+    code = "import numpy, sympy\n\ndef score(prompt, completion, **fields):\n    return float(numpy.mean([0, 1])), str(sympy.simplify('x + x'))\n"
+    [result] = rubric(code).score([sample("x")])
+    assert (result.scores["user"].score, result.scores["user"].explanation) == (0.5, "2*x")
 
 
 def test_the_calling_process_keeps_working_after_every_failure():
