@@ -3,6 +3,8 @@
 FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 STUDIO_DATA_DIR=/data
 WORKDIR /app
+# bubblewrap: the sandbox for user reward code (python, code_exec criteria); without it workers refuse that code.
+RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap && rm -rf /var/lib/apt/lists/*
 RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 COPY requirements.txt .
 RUN pip install -r requirements.txt
