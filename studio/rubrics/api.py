@@ -24,8 +24,8 @@ class RubricSerializer(serializers.ModelSerializer):
     def validate_spec(self, value):
         try:
             return validate_rubric(value)
-        except TryError as exc:
-            raise serializers.ValidationError(exc.errors) from None
+        except TryError as exc:  # keyed under "spec" by DRF already: {"spec": {"criteria.0.params.pattern": ...}}
+            raise serializers.ValidationError({k.removeprefix("spec."): v for k, v in exc.errors.items()}) from None
 
     def validate_team(self, value):
         if self.instance is not None and value.pk != self.instance.team_id:

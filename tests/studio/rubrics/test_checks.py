@@ -1,0 +1,44 @@
+"""Rubric settings that cannot work are refused where they are typed, naming the field, and
+nothing is saved: weights that are all 0 (the reward would be 0 forever), no criterion."""
+
+from __future__ import annotations
+
+from studio.rubrics.models import Rubric
+from tests.studio.base import StudioTestCase
+
+ZERO = {
+    "criteria": [
+        {"name": "correct", "kind": "exact_match", "weight": 0},
+        {"name": "short", "kind": "length", "weight": 0},
+    ]
+}
+
+
+class RubricChecksTest(StudioTestCase):
+    def create(self, spec):
+        body = {"team": self.team.pk, "name": "new", "spec": spec}
+        return self.client_for(self.bob).post("/api/rubrics/", body, format="json")
+
+    def test_the_api_refuses_a_rubric_whose_weights_are_all_zero(self):
+        response = self.create(ZERO)
+        self.assertEqual(response.status_code, 400)
+        self.assertIn("every criterion's weight is 0", str(response.json()["spec"]["criteria"]))
+        self.assertFalse(Rubric.objects.filter(name="new").exists())
+
+    def test_the_api_refuses_a_rubric_without_criteria(self):
+        response = self.create({"criteria": []})
+        self.assertEqual(response.status_code, 400)
+        self.assertIn("add at least one criterion", str(response.json()["spec"]["criteria"]))
+        self.assertFalse(Rubric.objects.filter(name="new").exists())
+
+    def test_the_editor_refuses_zero_weights_naming_the_criteria(self):
+        self.client.force_login(self.bob)
+        body = {"team": self.team.pk, "name": "new", "count": "1", "c0.name": "correct", "c0.kind": "length",
+                "c0.shown_kind": "length", "c0.weight": "0", "c0.params.unit": "words", "c0.params.target_min": "0",
+                "c0.params.target_max": "10", "c0.params.slope": "0.1", "combine": "weighted_sum", "action": "save"}  # fmt: skip
+        response = self.client.post("/rubrics/new/", body)
+        self.assertEqual(response.status_code, 200)
+        errors = response.context["errors"]
+        self.assertIn("every criterion's weight is 0", " ".join(v for k, v in errors.items() if k.endswith("criteria")))
+        self.assertContains(response, "every criterion&#x27;s weight is 0")
+        self.assertFalse(Rubric.objects.filter(name="new").exists())
