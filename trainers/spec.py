@@ -189,6 +189,15 @@ class RubricSpec(Section):
     )
     pass_threshold: float | None = Field(None, description="A completion 'passes' at reward >= this (for pass@k).")
 
+    def warnings(self) -> dict[str, str]:
+        """{"criteria.<i>.params.<name>": why} for valid settings worth a second look (a regex pattern
+        with nested quantifiers): shown when the rubric is saved, never a refusal."""
+        out = {}
+        for i, c in enumerate(self.criteria):
+            params = params_model(c.kind).model_validate(c.params)
+            out.update({f"criteria.{i}.params.{name}": text for name, text in params.warnings().items()})
+        return out
+
     @field_validator("criteria")
     @classmethod
     def _some_criterion(cls, v: list[CriterionSpec]) -> list[CriterionSpec]:

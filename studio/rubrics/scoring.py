@@ -34,6 +34,14 @@ def validate_rubric(spec: Any) -> dict[str, Any]:
         raise TryError({f"spec.{k}": v for k, v in validation_errors(exc).items()}) from None
 
 
+def rubric_warnings(spec: Any) -> dict[str, str]:
+    """The schema's warnings about a rubric spec ({} for one it refuses: its errors say more)."""
+    try:
+        return RubricSpec.model_validate(spec).warnings()
+    except ValidationError:
+        return {}
+
+
 def spec_to_try(saved: dict[str, Any] | None, unsaved: Any, may_edit: bool) -> dict[str, Any]:
     """The rubric "try it" scores: the unsaved spec for owners and editors, else the saved one.
 

@@ -42,3 +42,30 @@ class RubricChecksTest(StudioTestCase):
         self.assertIn("every criterion's weight is 0", " ".join(v for k, v in errors.items() if k.endswith("criteria")))
         self.assertContains(response, "every criterion&#x27;s weight is 0")
         self.assertFalse(Rubric.objects.filter(name="new").exists())
+
+
+NESTED = {"criteria": [{"name": "fmt", "kind": "regex", "params": {"pattern": r"(\w+\s?)*$"}}]}
+
+
+class RegexWarningsTest(StudioTestCase):
+    def test_the_api_saves_a_nested_quantifier_pattern_and_warns_about_it(self):
+        response = self.client_for(self.bob).post(
+            "/api/rubrics/", {"team": self.team.pk, "name": "nested", "spec": NESTED}, format="json"
+        )
+        self.assertEqual(response.status_code, 201, response.content)
+        self.assertIn("nests quantifiers", response.json()["warnings"]["criteria.0.params.pattern"])
+        self.assertTrue(Rubric.objects.filter(name="nested").exists())
+        listed = self.client_for(self.carol).get(f"/api/rubrics/{response.json()['id']}/").json()
+        self.assertEqual(list(listed["warnings"]), ["criteria.0.params.pattern"])
+        self.assertEqual(self.client_for(self.carol).get(f"/api/rubrics/{self.rubric.pk}/").json()["warnings"], {})
+
+    def test_the_editor_saves_it_and_shows_the_warning_once(self):
+        self.client.force_login(self.bob)
+        body = {"team": self.team.pk, "name": "nested", "count": "1", "c0.name": "fmt", "c0.kind": "regex",
+                "c0.shown_kind": "regex", "c0.weight": "1", "c0.params.pattern": r"(\w+\s?)*$",
+                "c0.params.mode": "search", "c0.params.timeout_s": "1", "combine": "weighted_sum", "action": "save"}  # fmt: skip
+        response = self.client.post("/rubrics/new/", body, follow=True)
+        rubric = Rubric.objects.get(name="nested")
+        self.assertEqual(response.redirect_chain[-1][0], f"/rubrics/{rubric.pk}/")
+        self.assertEqual(response.content.decode().count("nests quantifiers"), 1)
+        self.assertIn("spec.criteria.0.params.pattern", response.content.decode())
