@@ -9,16 +9,9 @@ from __future__ import annotations
 from studio.datasets.models import Dataset
 from studio.experiments.models import Experiment
 from studio.runs.models import Checkpoint, Run
-from tests.studio.base import ROWS, StudioTestCase, write_jsonl
+from tests.studio.base import ROWS, StudioTestCase, model_folder, write_jsonl
 
 OUTSIDE = "inside the studio's data folder"
-
-
-def model_folder(folder):
-    """A folder that looks like a saved model to the path checks (they read no weights)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text("{}")
-    return folder
 
 
 class RunPathsTest(StudioTestCase):

@@ -40,7 +40,7 @@ def test_a_catastrophically_backtracking_pattern_ends_in_time_as_a_criterion_err
     # which (unlike re) finds (a+)+$ on the same text at once.
     started = time.monotonic()
     result = score_one("regex", {"pattern": "(a|aa)+$", "timeout_s": 0.5}, "a" * 40 + "b")
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 3  # 0.5 s and the engine's check interval, on a busy machine
     assert result.score == 0.0
     assert result.error == "pattern timed out after 0.5 s on a 41-char completion"
 
@@ -54,7 +54,7 @@ def test_an_exact_match_extraction_pattern_has_the_same_time_limit():
     started = time.monotonic()
     params = {"extract": "regex", "pattern": "(a|aa)+$"}
     result = score_one("exact_match", params, "a" * 40 + "b", answer="a")
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 4
     assert result.score == 0.0 and "pattern timed out after 1 s on a 41-char completion" in result.error
 
 
