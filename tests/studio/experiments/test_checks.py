@@ -85,3 +85,13 @@ class ExperimentChecksTest(StudioTestCase):
         self.assertEqual(response.context["errors"]["model.path"], f"folder {missing} does not exist")
         self.assertContains(response, f"folder {missing} does not exist")
         self.assert_nothing_saved()
+
+    def test_the_form_sets_when_failing_criteria_warn_and_stop_the_run(self):
+        self.client.force_login(self.bob)
+        self.assertContains(self.client.get("/experiments/new/"), 'name="reward.stop_after_failing_steps"')
+        body = {"team": self.team.pk, "name": "new", "dataset": self.dataset.pk, "rubric": self.rubric.pk,
+                "model_path": "Qwen/Qwen2.5-0.5B", "reward.failure_warn_share": "0.25",
+                "reward.stop_after_failing_steps": "3"}  # fmt: skip
+        self.client.post("/experiments/new/", body)
+        saved = Experiment.objects.get(name="new")
+        self.assertEqual(saved.config["reward"], {"failure_warn_share": 0.25, "stop_after_failing_steps": 3})
