@@ -67,6 +67,9 @@ class JsonlReporter:
     def checkpoint(self, step: int, path: str) -> None:
         self.log(f"checkpoint at step {step}: {path}")
 
+    def warning(self, step: int | None, message: str) -> None:
+        self.log(f"warning{f' at step {step}' if step is not None else ''}: {message}")
+
     def log(self, line: str) -> None:
         self._log.write(line.rstrip("\n") + "\n")
         self._log.flush()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -33,7 +34,7 @@ from trainers.algorithms.kl import kl_penalty
 from trainers.algorithms.masked import masked_mean
 from trainers.algorithms.policy_losses import POLICY_LOSSES
 from trainers.algorithms.token_rewards import token_level_rewards
-from trainers.data import Prompt, PromptSource, load_prompts
+from trainers.data import Prompt, PromptSource, load_prompts, render_prompt
 from trainers.distributed import (
     NullReporter,
     any_process,
@@ -54,7 +55,7 @@ from trainers.models import Reference, default_device, load_policy, load_referen
 from trainers.report import Reporter, Rollout, failure_reported
 from trainers.rewards.rubric import Rubric
 from trainers.rollouts import ScoredGroup, generate_and_score
-from trainers.spec import RunSpec
+from trainers.spec import DataSpec, RunSpec
 
 
 @dataclass
@@ -137,6 +138,76 @@ def advantage_metrics(advantages: torch.Tensor, mask: torch.Tensor) -> dict[str,
     }
 
 
+def prompt_lengths_over(prompts: list[Prompt], tokenizer, data: DataSpec) -> list[int]:
+    """Full token lengths of the prompts longer than `data.max_prompt_tokens` (those were cut to it).
+    Only prompts at the cap can have been cut, so only those are tokenised again, uncut."""
+    cap = data.max_prompt_tokens
+    uncut = data.model_copy(update={"max_prompt_tokens": sys.maxsize})  # a copy: no bound check needed
+    lengths = (len(render_prompt(p.row, tokenizer, uncut).token_ids) for p in prompts if len(p.token_ids) == cap)
+    return [n for n in lengths if n > cap]
+
+
+def warn_about_cut_prompts(prompts: list[Prompt], tokenizer, data: DataSpec, reporter: Reporter) -> None:
+    """A warning when prompts are cut to max_prompt_tokens (their start is dropped, and the model
+    never sees it): how many, and the longest, so the setting can be raised or the data fixed."""
+    over = prompt_lengths_over(prompts, tokenizer, data)
+    if over:
+        reporter.warning(None, (
+            f"{len(over)} of {len(prompts)} prompts are longer than data.max_prompt_tokens "
+            f"({data.max_prompt_tokens}) and are cut to their last {data.max_prompt_tokens} tokens; "
+            f"the longest has {max(over)} tokens"
+        ))  # fmt: skip
+
+
+FAILURE_RATE = "reward/criterion_failure_rate/"
+
+
+class FailureWatch:
+    """Criteria that fail (raise, time out, are not run) on most rollouts: a failed criterion
+    scores 0, so a run whose scoring fails everywhere would otherwise end "succeeded" with
+    reward 0, the cause visible only inside each rollout.
+
+    A criterion whose failure rate on a step is above `warn_share` starts a streak: the first
+    step of each streak sends a warning (not every step: one banner, not a flood). After
+    `stop_after` steps in a row (0: never) the run stops, failed, naming the criterion and
+    its last error."""
+
+    def __init__(self, warn_share: float, stop_after: int) -> None:
+        self.warn_share = warn_share
+        self.stop_after = stop_after
+        self.streaks: dict[str, int] = {}
+        self.last_errors: dict[str, str] = {}
+
+    def remember_errors(self, groups: list[Group]) -> None:
+        """Keep each criterion's latest error text (this process's own rollouts), for the messages."""
+        for result in (r for g in groups for r in g.results):
+            for name, score in result.scores.items():
+                if score.error is not None:
+                    self.last_errors[name] = score.error
+
+    def observe(self, step: int, metrics: dict[str, float], reporter: Reporter) -> str | None:
+        """Update the streaks from a step's failure rates; warn at a streak's start. Returns why
+        the run must stop, or None."""
+        for key, rate in metrics.items():
+            if not key.startswith(FAILURE_RATE):
+                continue
+            name = key.removeprefix(FAILURE_RATE)
+            self.streaks[name] = self.streaks.get(name, 0) + 1 if rate > self.warn_share else 0
+            if self.streaks[name] == 1:
+                reporter.warning(step, self._describe(name, f"on {rate:.0%} of step {step}'s rollouts"))
+        for name, streak in self.streaks.items():
+            if self.stop_after and streak >= self.stop_after:
+                return self._describe(
+                    name, f"on more than {self.warn_share:.0%} of the rollouts for {streak} steps in a row"
+                )
+        return None
+
+    def _describe(self, name: str, where: str) -> str:
+        last = self.last_errors.get(name, "")
+        return (f"criterion {name!r} failed {where} (it scores 0 where it fails, so the reward says little)"
+                + (f"; last error: {last}" if last else ""))  # fmt: skip
+
+
 def train(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] = lambda: False) -> RunResult:
     """Run `spec` to the end (or until `should_stop()`), reporting as it goes.
 
@@ -180,9 +251,9 @@ class Trainer:
             spec.model, self.model, spec.algorithm.kl_beta, policy_is_initial=resume_dir is None
         )
         self.pad_id = self.tokenizer.pad_token_id
-        self.source = PromptSource(
-            load_prompts(spec.data, self.tokenizer), seed=spec.optim.seed, shuffle=spec.data.shuffle
-        )
+        prompts = load_prompts(spec.data, self.tokenizer)
+        warn_about_cut_prompts(prompts, self.tokenizer, spec.data, reporter)
+        self.source = PromptSource(prompts, seed=spec.optim.seed, shuffle=spec.data.shuffle)
         self.rubric = Rubric.from_spec(spec.rubric)
         self.engine: RolloutEngine = create_engine(spec, model=self.model, tokenizer=self.tokenizer)
         self.optimizer = torch.optim.AdamW(
@@ -197,6 +268,7 @@ class Trainer:
         self.advantage_fn = ADVANTAGES.get(spec.algorithm.advantage_estimator)
         self.policy_loss_fn = POLICY_LOSSES.get(spec.algorithm.policy_loss)
         self.last_checkpoint: str | None = None
+        self.failures = FailureWatch(spec.reward.failure_warn_share, spec.reward.stop_after_failing_steps)
         if resume_dir is not None:
             checkpoint.load_trainer_state(self, resume_dir)
             reporter.log(f"resumed from {resume_dir} at step {self.step_count}")
@@ -219,11 +291,14 @@ class Trainer:
         every = spec.checkpoint.every_n_steps
         metrics: dict[str, float] = {}
         stopped = False
-        while self.step_count < spec.optim.total_steps:
+        failed: str | None = None
+        while self.step_count < spec.optim.total_steps and not failed:
             if should_stop():
                 stopped = True
                 break
             metrics = mean_over_processes(self.step(), self.dist)
+            # From the rates averaged over processes, so every process decides the same way.
+            failed = self.failures.observe(self.step_count, metrics, self.reporter)
             # Rollouts last: reporters may treat them as the end of the step (the worker flushes then).
             reporter.metrics(self.step_count, metrics)
             reporter.log(
@@ -231,8 +306,11 @@ class Trainer:
                 f" loss {metrics.get('actor/loss', float('nan')):.4f} ({metrics['timing/step_s']:.2f}s)"
             )
             reporter.rollouts(self.step_count, self.rollouts(self.last_groups))
-            if every and self.step_count % every == 0:
+            if every and self.step_count % every == 0 and not failed:
                 self._save(save_checkpoint)
+        if failed:  # the reward meant nothing for several steps: no final checkpoint of that training
+            reporter.status("failed", failed)
+            return RunResult("failed", self.step_count, metrics, self.last_checkpoint, failed)
         if spec.checkpoint.save_final and self.step_count > 0 and not self._saved_at_current_step():
             self._save(save_checkpoint)
         status = "cancelled" if stopped else "succeeded"
@@ -278,6 +356,7 @@ class Trainer:
         timings["step"] = time.perf_counter() - started
         timings["train"] = time.perf_counter() - train_started
         first_round = generated[: self.local_prompts]
+        self.failures.remember_errors(first_round)
         return (
             metrics
             | self._reward_metrics(first_round)
@@ -575,8 +654,11 @@ class Trainer:
             "reward/std": float(np.std(rewards)),
             "reward/frac_zero_std_groups": float(np.mean([not g.has_spread for g in groups])),
         }
+        results = [r for g in groups for r in g.results]
         for name in self.rubric.names:
-            out[f"reward/{name}/mean"] = float(np.mean([r.scores[name].score for g in groups for r in g.results]))
+            out[f"reward/{name}/mean"] = float(np.mean([r.scores[name].score for r in results]))
+            # Raised, timed out or not run: such a score is 0 whatever the completion (see FailureWatch).
+            out[f"{FAILURE_RATE}{name}"] = float(np.mean([r.scores[name].error is not None for r in results]))
         return out
 
     def rollouts(self, groups: list[Group]) -> list[Rollout]:

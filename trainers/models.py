@@ -14,13 +14,25 @@ from typing import Any
 
 import torch
 
-from trainers.spec import ModelSpec
+from trainers.spec import ModelSpec, model_folder_error
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class ModelFolderError(ValueError):
+    """A local model folder that cannot load: missing, or without a config."""
+
+
+def require_model_folder(path: str | Path, *, adapters_ok: bool = False) -> None:
+    """Refuse a missing local folder with a plain message before transformers would read the
+    path as a hub id and fail with a repo-id validation error that never says the folder is missing."""
+    error = model_folder_error(str(path), adapters_ok=adapters_ok)
+    if error:
+        raise ModelFolderError(error)
 
 
 def load_tokenizer(path: str, *, trust_remote_code: bool = False):
@@ -36,6 +48,7 @@ def load_tokenizer(path: str, *, trust_remote_code: bool = False):
 def load_causal_lm(path: str, spec: ModelSpec, device: torch.device | None = None):
     from transformers import AutoModelForCausalLM
 
+    require_model_folder(path)
     model = AutoModelForCausalLM.from_pretrained(
         path, dtype=DTYPES[spec.dtype], trust_remote_code=spec.trust_remote_code
     )
@@ -47,6 +60,7 @@ def load_policy(spec: ModelSpec, device: torch.device | None = None, *, checkpoi
     when asked. `checkpoint` (a folder written by `trainers.checkpoint`) replaces the initial
     weights: full weights, or adapters on top of `spec.path` for a LoRA run."""
     path = str(checkpoint or spec.path)
+    require_model_folder(path, adapters_ok=checkpoint is not None)
     tokenizer = load_tokenizer(path, trust_remote_code=spec.trust_remote_code)
     if checkpoint is not None and is_adapter_folder(checkpoint):
         from peft import PeftModel

@@ -56,13 +56,17 @@ class Rollout:
 
 class Reporter(Protocol):
     """Where a run sends what it produces. Implementations: CLI (JSONL + progress bar),
-    the Celery worker (database rows + channel layer), tests (in memory)."""
+    the Celery worker (database rows + channel layer), tests (in memory).
+
+    `warning` is for what the person running it should see while the run goes on (criteria
+    failing on most rollouts, prompts cut to max_prompt_tokens): the studio shows it as a banner."""
 
     def metrics(self, step: int, values: dict[str, float]) -> None: ...
     def rollouts(self, step: int, rollouts: list[Rollout]) -> None: ...
     def status(self, state: str, detail: str = "") -> None: ...
     def checkpoint(self, step: int, path: str) -> None: ...
     def log(self, line: str) -> None: ...
+    def warning(self, step: int | None, message: str) -> None: ...
 
 
 class MemoryReporter:
@@ -74,6 +78,7 @@ class MemoryReporter:
         self.states: list[tuple[str, str]] = []
         self.checkpoints: list[tuple[int, str]] = []
         self.lines: list[str] = []
+        self.warnings: list[tuple[int | None, str]] = []
 
     def metrics(self, step: int, values: dict[str, float]) -> None:
         self.metric_points.append((step, dict(values)))
@@ -89,6 +94,9 @@ class MemoryReporter:
 
     def log(self, line: str) -> None:
         self.lines.append(line)
+
+    def warning(self, step: int | None, message: str) -> None:
+        self.warnings.append((step, message))
 
     def series(self, key: str) -> list[float]:
         """Values of one metric key in step order."""

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import copy
 import re
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from trainers.algorithms.catalog import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
 from trainers.rewards.catalog import params_model
@@ -20,6 +22,26 @@ from trainers.rewards.formula import validate_formula
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def _field_error(model: BaseModel, field: str, message: str) -> ValidationError:
+    """An error a model validator raises under one of its fields (so forms show it beside that field)."""
+    details = InitErrorDetails(type=_message(message), loc=(field,), input=getattr(model, field))
+    return ValidationError.from_exception_data(type(model).__name__, [details])
+
+
+def _located(exc: ValidationError, *prefix: str) -> ValidationError:
+    """`exc` with each error's location under `prefix`."""
+    details = [
+        InitErrorDetails(type=_message(err["msg"].removeprefix("Value error, ")), loc=(*prefix, *err["loc"]),
+                         input=err.get("input"))
+        for err in exc.errors()
+    ]  # fmt: skip
+    return ValidationError.from_exception_data(exc.title, details)
+
+
+def _message(text: str) -> PydanticCustomError:
+    return PydanticCustomError("value_error", text.replace("{", "{{").replace("}", "}}"))
 
 
 def _choice(catalog: dict[str, str], value: str, what: str) -> str:
@@ -40,6 +62,42 @@ class LoraSpec(Section):
     )
 
 
+# A Hugging Face hub id: "name" or "owner/name", letters, digits, - _ . (as the hub's own check).
+HUB_ID = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+
+
+def looks_local(path: str) -> bool:
+    """Whether a model path names a folder rather than a hub id: it starts with / . or ~, has more
+    parts than owner/name or a '..' part (a hub id cannot), or exists here."""
+    parts = path.split("/")
+    return path.startswith(("/", ".", "~")) or len(parts) > 2 or ".." in parts or Path(path).expanduser().exists()
+
+
+def model_path_shape_error(path: str) -> str | None:
+    """Why `path` is neither a local folder path nor a well-formed hub id, or None.
+    Checks the shape only: whether the folder exists is `model_folder_error`'s question, asked
+    where the files are (the worker at run start, the studio for folders it shares with it)."""
+    if looks_local(path):
+        return None
+    if HUB_ID.fullmatch(path) and "--" not in path and ".." not in path:
+        return None
+    return f"{path!r} is not a local folder (start it with / ./ or ~/) and not a hub id (owner/name)"
+
+
+def model_folder_error(path: str, *, adapters_ok: bool = False) -> str | None:
+    """Why the local folder `path` cannot hold a model, or None: it must exist and hold a config.json
+    (or, with `adapters_ok`, a LoRA checkpoint's adapter_config.json). A hub id is not checked here."""
+    if not looks_local(path):
+        return None
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        return f"folder {path} does not exist" if not folder.exists() else f"{path} is a file, not a model folder"
+    names = ("config.json", "adapter_config.json") if adapters_ok else ("config.json",)
+    if not any((folder / name).is_file() for name in names):
+        return f"{path} has no config.json: not a model folder"
+    return None
+
+
 class ModelSpec(Section):
     """The policy to train: where it loads from, its dtype, memory savers and LoRA."""
 
@@ -56,6 +114,14 @@ class ModelSpec(Section):
     )
     lora: LoraSpec | None = Field(None, description="Train LoRA adapters instead of all weights (peft).")
     ref_path: str | None = Field(None, description="Reference model for KL; defaults to the initial policy.")
+
+    @field_validator("path", "ref_path")
+    @classmethod
+    def _folder_or_hub_id(cls, v: str | None) -> str | None:
+        error = model_path_shape_error(v) if v else None
+        if error:
+            raise ValueError(error)
+        return v
 
 
 class DataSpec(Section):
@@ -103,14 +169,17 @@ class CriterionSpec(Section):
     @model_validator(mode="after")
     def _params_match_kind(self) -> CriterionSpec:
         model = params_model(self.kind)
-        self.__dict__["params"] = model.model_validate(self.params).model_dump()
+        try:
+            self.__dict__["params"] = model.model_validate(self.params).model_dump()
+        except ValidationError as exc:  # located under params.<name>, so forms show it beside that parameter
+            raise _located(exc, "params") from None
         return self
 
 
 class RubricSpec(Section):
     """The reward: weighted criteria, combined by a weighted sum or a formula."""
 
-    criteria: list[CriterionSpec] = Field(..., min_length=1, description="Ordered weighted criteria.")
+    criteria: list[CriterionSpec] = Field(..., description="Ordered weighted criteria.")
     combine: Literal["weighted_sum", "formula"] = Field(
         "weighted_sum", description="How criterion scores become one reward."
     )
@@ -119,6 +188,31 @@ class RubricSpec(Section):
         description="Expression over criterion names with + - * / min max abs clip, e.g. 'correct * min(format, 1)'.",
     )
     pass_threshold: float | None = Field(None, description="A completion 'passes' at reward >= this (for pass@k).")
+
+    def warnings(self) -> dict[str, str]:
+        """{"criteria.<i>.params.<name>": why} for valid settings worth a second look (a regex pattern
+        with nested quantifiers): shown when the rubric is saved, never a refusal."""
+        out = {}
+        for i, c in enumerate(self.criteria):
+            params = params_model(c.kind).model_validate(c.params)
+            out.update({f"criteria.{i}.params.{name}": text for name, text in params.warnings().items()})
+        return out
+
+    @field_validator("criteria")
+    @classmethod
+    def _some_criterion(cls, v: list[CriterionSpec]) -> list[CriterionSpec]:
+        if not v:
+            raise ValueError("add at least one criterion: with none, the reward would be 0 for every rollout")
+        return v
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> RubricSpec:
+        # A formula names the criteria it uses, so weights only matter to the weighted sum.
+        if self.combine == "weighted_sum" and all(c.weight == 0 for c in self.criteria):
+            raise _field_error(
+                self, "criteria", "every criterion's weight is 0: the reward would be 0 for every rollout"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check(self) -> RubricSpec:
@@ -168,6 +262,11 @@ class AlgorithmSpec(Section):
         None, gt=0, description="Truncated importance-sampling cap for engine/trainer logprob mismatch (vLLM)."
     )
 
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, v: str | None) -> str | None:
+        return _choice(PRESETS, v, "preset") if v else None  # PRESETS is defined below; read at validation
+
     @field_validator("advantage_estimator")
     @classmethod
     def _adv(cls, v: str) -> str:
@@ -187,6 +286,21 @@ class AlgorithmSpec(Section):
     @classmethod
     def _kl(cls, v: str) -> str:
         return _choice(KL_ESTIMATORS, v, "KL estimator")
+
+
+class RewardSpec(Section):
+    """Watching the reward while a run trains: when criteria that fail on many rollouts warn, or stop it."""
+
+    failure_warn_share: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Warn when a criterion fails (raises, times out) on more than this share of a step's rollouts: "
+        "a failed criterion scores 0, so the run would otherwise look like it learns nothing.",
+    )
+    stop_after_failing_steps: int = Field(
+        0, ge=0, description="End the run failed after this many steps in a row above that share; 0 never stops."
+    )
 
 
 class RolloutSpec(Section):
@@ -256,6 +370,7 @@ class RunSpec(Section):
     model: ModelSpec
     data: DataSpec
     rubric: RubricSpec
+    reward: RewardSpec = Field(default_factory=RewardSpec)
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
     rollout: RolloutSpec = Field(default_factory=RolloutSpec)
     optim: OptimSpec = Field(default_factory=OptimSpec)

@@ -18,7 +18,7 @@ from typing import Any
 from django.db import transaction
 
 from studio.runs import events
-from studio.runs.models import PREVIEW_CHARS, RUNNING, Checkpoint, MetricPoint, RolloutScore, Run
+from studio.runs.models import PREVIEW_CHARS, RUNNING, WARNING_CHARS, Checkpoint, MetricPoint, RolloutScore, Run
 from studio.runs.models import Rollout as RolloutRow
 from trainers.report import Rollout
 
@@ -80,6 +80,10 @@ class DatabaseReporter:
             self.log_tail.append(part)
         self._add("log", None, {"line": without_nul(str(line))}, 1)
 
+    def warning(self, step: int | None, message: str) -> None:
+        self.log(f"warning: {message}")  # also in the log tail a failed run's error quotes
+        self._add("warning", step, {"message": without_nul(str(message))}, 1)
+
     # --- batching ---------------------------------------------------------------------
     def _add(self, kind: str, step: int | None, payload: Any, rows: int) -> None:
         self.pending.append((kind, step, payload))
@@ -116,6 +120,8 @@ class DatabaseReporter:
             return ("rollouts", step, {"items": [row.summary() for row in rows]})
         if kind == "checkpoint":
             Checkpoint.objects.create(run_id=self.run_id, step=step, path=payload["path"])
+        if kind == "warning":  # the latest warning stays on the run: the runs list and the page header show it
+            Run.objects.filter(pk=self.run_id).update(warning=payload["message"][:WARNING_CHARS])
         return (kind, step, payload)
 
     def _rollout_row(self, rollout: Rollout) -> RolloutRow:

@@ -20,6 +20,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import connection
 
+from studio.celery import SCORING_STATE
 from studio.runs import lifecycle
 from studio.runs.models import CANCELLED, FAILED, SUCCEEDED, Run
 from workers.reporting import CancelCheck, DatabaseReporter
@@ -37,13 +38,20 @@ def run_eval(run_id: int) -> str:
     return execute_run(run_id, _hostname(run_eval))
 
 
-@shared_task(name="workers.score_rubric")
-def score_rubric(rubric_spec: dict[str, Any], pairs: list[dict[str, Any]]) -> dict[str, Any]:
-    """{"results": [{reward, passed, error, scores: {name: {score, explanation, error}}}]} or {"error": "..."}."""
+@shared_task(name="workers.score_rubric", bind=True)
+def score_rubric(self, rubric_spec: dict[str, Any], pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """{"results": [{reward, passed, error, scores: {name: {score, explanation, error}}}]} or {"error": "..."}.
+
+    While it scores, the task's state is SCORING with {"running": [criterion names], "pairs": n}, so
+    a caller that gives up waiting can say which criterion was still running (not "no worker")."""
     from trainers.rewards.rubric import score_pairs
 
+    def progress(running: list[str]) -> None:
+        if self.request.id:  # None when called directly, not through a worker
+            self.update_state(state=SCORING_STATE, meta={"running": running, "pairs": len(pairs)})
+
     try:
-        results = score_pairs(rubric_spec, pairs)
+        results = score_pairs(rubric_spec, pairs, progress)
     except ValueError as exc:  # a bad rubric or a bad pair: the caller shows the message
         return {"error": str(exc)}
     return {

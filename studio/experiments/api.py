@@ -19,7 +19,10 @@ class ExperimentSerializer(serializers.ModelSerializer):
     team = TeamField()
     dataset = serializers.PrimaryKeyRelatedField(queryset=Dataset.objects.all())
     rubric = serializers.PrimaryKeyRelatedField(queryset=Rubric.objects.all())
-    preset = serializers.ChoiceField(choices=["", *PRESETS], required=False, allow_blank=True)
+    preset = serializers.ChoiceField(
+        choices=["", *PRESETS], required=False, allow_blank=True,
+        error_messages={"invalid_choice": "'{input}' is not a preset; known presets: " + ", ".join(PRESETS)},
+    )  # fmt: skip
     spec = serializers.SerializerMethodField(help_text="The full validated RunSpec this experiment launches.")
 
     class Meta:

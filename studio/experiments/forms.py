@@ -10,7 +10,7 @@ from trainers.spec import RunSpec
 
 # RunSpec parts the experiment form does not show: they come from the dataset, the rubric,
 # the model field, or are set per run by the studio.
-EXPERIMENT_SECTIONS = ("model", "data", "algorithm", "rollout", "optim", "checkpoint", "eval")
+EXPERIMENT_SECTIONS = ("model", "data", "reward", "algorithm", "rollout", "optim", "checkpoint", "eval")
 HIDDEN = ("model.path", "data.path", "data.format", "data.split", "data.prompt_field", "data.messages_field",
           "data.answer_field", "data.extra_fields", "checkpoint.output_dir", "checkpoint.resume_from",
           "eval.checkpoint", "model.lora")  # fmt: skip

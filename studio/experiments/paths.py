@@ -12,10 +12,18 @@ overrides can set them directly, so every spec validated for a team passes here:
   a hub id like "Qwen/Qwen2.5-0.5B") stay allowed.
 
 checkpoint.output_dir is not checked: the worker replaces it with DATA_DIR/runs/<run id>.
+
+A local model folder (a path starting with / . or ~) must also exist and hold a config.json,
+but the folder is read by the worker, which may be another machine: the studio checks it only
+where it sees the same files as the workers, that is under the folders workers share with it
+(STUDIO_DATASET_ROOTS: the data folder and the repository by default), or anywhere when a worker
+runs on this machine (an online fleet row with this host name, as `./studioctl up` starts).
+Elsewhere the trainer checks it at run start with the same message. Hub ids are never looked up.
 """
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +33,14 @@ from studio.datasets import storage
 from studio.datasets.files import DatasetFileError
 from studio.datasets.models import Dataset
 from studio.experiments.specs import SpecError, validate
+from studio.fleet.models import WorkerNode
 from studio.runs.models import Run
+from trainers.spec import looks_local, model_folder_error
 
 RUNS_FOLDER = "runs"  # DATA_DIR/runs/<run id>: see workers.tasks.run_spec
 MODEL_FIELDS = ("model.path", "model.ref_path", "checkpoint.resume_from", "eval.checkpoint")
+# Checkpoint folders written by a LoRA run hold adapter_config.json rather than config.json.
+CHECKPOINT_FIELDS = ("checkpoint.resume_from", "eval.checkpoint")
 # Not paths: 'latest' is found by the trainer inside the run's own output folder.
 KEYWORDS = {"checkpoint.resume_from": ("latest",)}
 
@@ -54,7 +66,7 @@ def check(spec: dict[str, Any], team) -> None:
         section, key = field.split(".")
         value = (spec.get(section) or {}).get(key)
         if value and value not in KEYWORDS.get(field, ()):
-            error = model_path_error(value, team)
+            error = model_path_error(value, team) or missing_folder_error(value, field in CHECKPOINT_FIELDS)
             if error:
                 errors[field] = error
     errors.update({f"rubric.{k}": v for k, v in rubric_errors(spec.get("rubric") or {}, team).items()})
@@ -102,6 +114,33 @@ def model_path_error(raw: str, team) -> str | None:
                 f"checkpoints of this team's runs ({data_dir / RUNS_FOLDER}/<run id>) and the demo folder"
             )
     return None
+
+
+def missing_folder_error(raw: str, adapters_ok: bool = False) -> str | None:
+    """Why the local model folder `raw` cannot load ("folder X does not exist", "X has no config.json"),
+    when the studio sees the workers' files there (see the module docstring); None otherwise."""
+    if not looks_local(raw):
+        return None  # a hub id: the worker downloads it
+    resolved = _candidates(raw) or []
+    if not any(_workers_see(path) for path in resolved):
+        return None
+    errors = [model_folder_error(str(path), adapters_ok=adapters_ok) for path in resolved]
+    if any(error is None for error in errors):
+        return None
+    return errors[0].replace(str(resolved[0]), raw) if len(resolved) == 1 else errors[0]
+
+
+def _workers_see(path: Path) -> bool:
+    """Whether a worker reads `path` as this process does: a shared root, or a worker on this machine."""
+    if any(storage.inside(path, Path(root)) for root in settings.DATASET_ROOTS):
+        return True
+    return _local_worker_online()
+
+
+def _local_worker_online() -> bool:
+    """An online worker on this host (Celery names nodes "queue@host"): one query."""
+    host = socket.gethostname()
+    return any(node.hostname.rpartition("@")[2] == host for node in WorkerNode.objects.online())
 
 
 def _candidates(raw: str) -> list[Path] | None:

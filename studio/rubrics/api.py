@@ -10,22 +10,29 @@ from studio.accounts import permissions as perms
 from studio.experiments import paths
 from studio.lib.team_api import TeamField, TeamScopedViewSet
 from studio.rubrics.models import Rubric
-from studio.rubrics.scoring import TryError, spec_to_try, try_rubric, validate_rubric
+from studio.rubrics.scoring import TryError, rubric_warnings, spec_to_try, try_rubric, validate_rubric
 from trainers.rewards.catalog import CRITERION_KINDS
 
 
 class RubricSerializer(serializers.ModelSerializer):
     team = TeamField()
+    warnings = serializers.SerializerMethodField(
+        help_text='{"criteria.<i>.params.<name>": why}: valid settings worth a second look (e.g. a regex '
+        "with nested quantifiers). Saved anyway."
+    )
 
     class Meta:
         model = Rubric
-        fields = ["id", "team", "name", "description", "spec", "created", "updated"]
+        fields = ["id", "team", "name", "description", "spec", "warnings", "created", "updated"]
+
+    def get_warnings(self, rubric: Rubric) -> dict[str, str]:
+        return rubric_warnings(rubric.spec)
 
     def validate_spec(self, value):
         try:
             return validate_rubric(value)
-        except TryError as exc:
-            raise serializers.ValidationError(exc.errors) from None
+        except TryError as exc:  # keyed under "spec" by DRF already: {"spec": {"criteria.0.params.pattern": ...}}
+            raise serializers.ValidationError({k.removeprefix("spec."): v for k, v in exc.errors.items()}) from None
 
     def validate_team(self, value):
         if self.instance is not None and value.pk != self.instance.team_id:

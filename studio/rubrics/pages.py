@@ -15,7 +15,7 @@ from studio.lib.page_forms import flat_errors, serializer_context
 from studio.rubrics import forms
 from studio.rubrics.api import RubricSerializer
 from studio.rubrics.models import Rubric
-from studio.rubrics.scoring import TryError, spec_to_try, try_rubric
+from studio.rubrics.scoring import TryError, rubric_warnings, spec_to_try, try_rubric
 
 NEW_RUBRIC = {"criteria": [{"name": "correct", "kind": "exact_match", "weight": 1.0}]}
 
@@ -58,12 +58,12 @@ def rubric_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
             if serializer.is_valid():
                 perms.require(request.user, serializer.validated_data["team"], perms.EDIT)
                 saved = serializer.save(**({} if rubric else {"created_by": request.user}))
-                messages.success(request, "Rubric saved.")
+                messages.success(request, "Rubric saved.")  # its warnings show on the page it redirects to
                 return redirect("rubric", saved.pk)
             errors.update(flat_errors(serializer.errors))
     context = {
         "rubric": rubric, "meta": meta, "spec": spec, "criteria": forms.criteria_fields(spec, errors),
-        "kinds": forms.KIND_NAMES, "errors": errors, "tried": tried, "trial": trial, "can_edit": can_edit,
+        "kinds": forms.KIND_NAMES, "errors": errors, "warnings": {} if errors else rubric_warnings(spec), "tried": tried, "trial": trial, "can_edit": can_edit,
         "teams": perms.editable_teams(request.user).distinct(),
         "datasets": perms.visible(Dataset.objects.all(), request.user).distinct(),
         "names": [c.get("name") for c in spec.get("criteria", [])],

@@ -8,8 +8,9 @@ from celery.exceptions import TimeoutError as CeleryTimeout
 from django.conf import settings
 from pydantic import ValidationError
 
-from studio.celery import SCORE_RUBRIC_TASK
+from studio.celery import SCORE_RUBRIC_TASK, SCORING_STATE
 from studio.celery import app as celery_app
+from studio.fleet.models import WorkerNode
 from trainers.spec import RubricSpec, validation_errors
 
 MAX_PAIRS = 32
@@ -32,6 +33,14 @@ def validate_rubric(spec: Any) -> dict[str, Any]:
         return RubricSpec.model_validate(spec).model_dump(mode="json")
     except ValidationError as exc:
         raise TryError({f"spec.{k}": v for k, v in validation_errors(exc).items()}) from None
+
+
+def rubric_warnings(spec: Any) -> dict[str, str]:
+    """The schema's warnings about a rubric spec ({} for one it refuses: its errors say more)."""
+    try:
+        return RubricSpec.model_validate(spec).warnings()
+    except ValidationError:
+        return {}
 
 
 def spec_to_try(saved: dict[str, Any] | None, unsaved: Any, may_edit: bool) -> dict[str, Any]:
@@ -70,12 +79,43 @@ def try_rubric(spec: dict[str, Any], pairs: list[dict[str, Any]], timeout_s: flo
     try:
         answer = result.get(timeout=timeout_s, propagate=True, disable_sync_subtasks=False)
     except CeleryTimeout:
+        state, info = result.state, result.info
         # Terminate, not just revoke: a task already running (code that hangs on every pair)
         # would otherwise hold the scoring worker for up to MAX_PAIRS x its timeout.
         result.revoke(terminate=True)
-        raise TryError({"detail": f"no worker answered within {timeout_s:.0f} s; is a worker running?"}, 504) from None
+        raise TryError({"detail": timeout_message(spec, state, info, timeout_s)}, 504) from None
     except Exception as exc:  # noqa: BLE001 - the task itself crashed on the worker
         raise TryError({"detail": f"scoring failed on the worker: {type(exc).__name__}: {exc}"}, 502) from None
     if "error" in answer:
         raise TryError({"pairs": answer["error"]})
     return answer
+
+
+def timeout_message(spec: dict[str, Any], state: str, info: Any, timeout_s: float) -> str:
+    """Why a try-it got no answer in time, as far as the studio can tell: a criterion still running
+    on a worker (the task reports which), or no worker serving the scoring queue, or all of them busy."""
+    waited = f"{timeout_s:.0f} s"
+    running = info.get("running") if state == SCORING_STATE and isinstance(info, dict) else None
+    if running:
+        kinds = {c["name"]: c["kind"] for c in spec["criteria"]}
+        names = ", ".join(f"{name!r} ({kinds.get(name, '?')})" for name in running)
+        pairs = info.get("pairs", 0)
+        return (f"criterion {names} was still running on {pairs} pair{'s' if pairs != 1 else ''} after {waited}; "
+                "the studio stopped waiting and asked the worker to stop it. Try fewer or shorter pairs, or a "
+                "lower time limit for that criterion")  # fmt: skip
+    if state not in ("PENDING", None):
+        return f"the worker had not finished scoring after {waited}; the studio stopped waiting and asked it to stop"
+    queue = scoring_queue()
+    busy = [node.hostname for node in WorkerNode.objects.online() if queue in node.queues]
+    if not busy:
+        return (f"no worker answered within {waited}: none serving the {queue!r} queue is running "
+                f"(./studioctl up starts one; on another machine: ./studioctl worker --queues {queue})")  # fmt: skip
+    return (
+        f"no worker took the request within {waited}: the workers on the {queue!r} queue ({', '.join(busy)}) were busy"
+    )
+
+
+def scoring_queue() -> str:
+    """The queue score_rubric is routed to (settings.CELERY_TASK_ROUTES)."""
+    route = settings.CELERY_TASK_ROUTES.get(SCORE_RUBRIC_TASK, {})
+    return route.get("queue", settings.CELERY_TASK_DEFAULT_QUEUE)

@@ -20,7 +20,7 @@ EVENTS_MAX = 1000
 class RunSerializer(serializers.ModelSerializer):
     class Meta:
         model = Run
-        fields = ["id", "team", "experiment", "kind", "name", "state", "error", "last_step", "total_steps",
+        fields = ["id", "team", "experiment", "kind", "name", "state", "error", "warning", "last_step", "total_steps",
                   "cancel_requested", "resumed_from", "last_seq", "created", "started", "finished", "heartbeat",
                   "worker", "spec"]  # fmt: skip
         read_only_fields = fields

@@ -33,8 +33,10 @@ EVENT_KINDS = (
     ("status", "status"),
     ("log", "log"),
     ("checkpoint", "checkpoint"),
+    ("warning", "warning"),
 )
 PREVIEW_CHARS = 200
+WARNING_CHARS = 1000
 
 
 class Run(models.Model):
@@ -57,6 +59,9 @@ class Run(models.Model):
     last_seq = models.BigIntegerField(default=0, help_text="Latest RunEvent.seq of this run.")
     heartbeat = models.DateTimeField(null=True, blank=True, help_text="Last sign of life from the worker.")
     worker = models.CharField(max_length=200, blank=True, help_text="Celery worker hostname running it.")
+    warning = models.TextField(
+        blank=True, help_text="The latest warning the trainer reported (e.g. a criterion failing on most rollouts)."
+    )
 
     class Meta:
         ordering = ["-created"]
@@ -81,6 +86,7 @@ class Run(models.Model):
             "kind": self.kind,
             "state": self.state,
             "error": self.error,
+            "warning": self.warning,
             "last_step": self.last_step,
             "total_steps": self.total_steps,
             "cancel_requested": self.cancel_requested,

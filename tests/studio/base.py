@@ -26,6 +26,14 @@ def write_jsonl(path: Path, rows: list) -> Path:
     return path
 
 
+def model_folder(folder: Path) -> Path:
+    """A folder that passes the studio's model folder check (a config.json; it reads no weights).
+    Model and checkpoint folders under the data folder are checked, so tests that name one make it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text("{}")
+    return folder
+
+
 class StudioTestCase(APITestCase):
     def setUp(self) -> None:
         super().setUp()

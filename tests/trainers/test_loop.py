@@ -330,3 +330,72 @@ def test_the_vllm_trainer_gap_read_off_the_training_forward_equals_a_separate_fo
         gaps[name] = (reporter.series("rollout/logprob_gap_mean")[0], reporter.series("rollout/logprob_gap_max")[0])
     assert gaps["training forward"] == pytest.approx(gaps["separate pass"], abs=1e-7)
     assert 0 < gaps["training forward"][0] < 1e-4  # measured, and small: float32 on both sides
+
+
+# A criterion that fails on every rollout: the demo rows have no field 'missing'.
+BROKEN = {"name": "broken", "kind": "exact_match", "weight": 1.0, "params": {"reference_field": "missing"}}
+
+
+def broken_spec(tiny_model_path, tmp_path, **reward):
+    from trainers.demo import demo_rubric
+
+    rubric = demo_rubric()
+    return tiny_spec(tiny_model_path, tmp_path, rubric={"criteria": [*rubric["criteria"], BROKEN]}, reward=reward)
+
+
+def test_a_criterion_failing_on_every_rollout_is_a_metric_and_one_warning(tiny_model_path, tmp_path):
+    reporter = MemoryReporter()
+    result = train(broken_spec(tiny_model_path, tmp_path), reporter)
+    assert result.status == "succeeded"  # a warning, not a stop, by default
+    assert reporter.series("reward/criterion_failure_rate/broken") == [1.0, 1.0, 1.0]
+    assert reporter.series("reward/criterion_failure_rate/letter") == [0.0, 0.0, 0.0]
+    [(step, message)] = reporter.warnings  # at the start of the streak, not every step
+    assert step == 1
+    assert message.startswith("criterion 'broken' failed on 100% of step 1's rollouts")
+    assert "the row has no field 'missing'" in message
+
+
+def test_the_run_stops_failed_after_n_failing_steps_naming_the_criterion(tiny_model_path, tmp_path):
+    reporter = MemoryReporter()
+    result = train(broken_spec(tiny_model_path, tmp_path, stop_after_failing_steps=2), reporter)
+    assert (result.status, result.steps) == ("failed", 2)
+    state, detail = reporter.states[-1]
+    assert state == "failed" and detail == result.detail
+    assert detail.startswith("criterion 'broken' failed on more than 50% of the rollouts for 2 steps in a row")
+    assert "last error: KeyError" in detail and "'missing'" in detail
+    assert [step for step, _ in reporter.rollout_batches] == [1, 2]  # the evidence is reported
+    assert reporter.checkpoints == []
+
+
+def test_a_criterion_failing_below_the_share_does_not_warn(tiny_model_path, tmp_path):
+    reporter = MemoryReporter()
+    train(broken_spec(tiny_model_path, tmp_path, failure_warn_share=1.0), reporter)
+    assert reporter.warnings == []
+
+
+def test_prompts_cut_to_max_prompt_tokens_are_counted_in_a_warning_at_start(tiny_model_path, tmp_path):
+    from trainers.data import load_rows, render_prompt
+    from trainers.models import load_tokenizer
+
+    spec = tiny_spec(
+        tiny_model_path,
+        tmp_path,
+        data={"max_prompt_tokens": 8, "system_prompt": "Answer with letters only, please."},
+        optim={"total_steps": 1},
+    )
+    tokenizer = load_tokenizer(str(tiny_model_path))
+    uncut = spec.data.model_copy(update={"max_prompt_tokens": 10_000})
+    lengths = [len(render_prompt(row, tokenizer, uncut).token_ids) for row in load_rows(spec.data)]
+    assert max(lengths) > 8  # with the system prompt, longer than the cap
+    reporter = MemoryReporter()
+    train(spec, reporter)
+    [(step, message)] = reporter.warnings
+    assert step is None  # at run start, before any step
+    over = [n for n in lengths if n > 8]
+    assert message == (
+        f"{len(over)} of {len(lengths)} prompts are longer than data.max_prompt_tokens (8) and are cut to "
+        f"their last 8 tokens; the longest has {max(lengths)} tokens"
+    )
+    quiet = MemoryReporter()
+    train(tiny_spec(tiny_model_path, tmp_path / "b", optim={"total_steps": 1}), quiet)
+    assert quiet.warnings == []  # at the default 512 nothing is cut

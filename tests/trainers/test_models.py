@@ -76,3 +76,14 @@ def test_dropout_stays_when_the_spec_keeps_it(tiny_model_path, tmp_path):
     folder = _model_with_attention_dropout(tiny_model_path, tmp_path)
     policy, _ = load_policy(ModelSpec(path=str(folder), disable_dropout=False))
     assert not _two_forward_passes_agree(policy)
+
+
+def test_a_missing_model_folder_fails_with_a_plain_message_not_a_hub_id_error(tmp_path):
+    import pytest
+
+    from trainers.models import ModelFolderError
+
+    with pytest.raises(ModelFolderError, match=f"^folder {tmp_path / 'gone'} does not exist$"):
+        load_policy(ModelSpec(path=str(tmp_path / "gone")))
+    with pytest.raises(ModelFolderError, match="has no config.json: not a model folder"):
+        load_policy(ModelSpec(path=str(tmp_path)))

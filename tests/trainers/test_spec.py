@@ -122,3 +122,55 @@ def test_dr_grpo_normaliser_defaults_to_max_new_tokens():
 def test_the_schema_module_imports_without_torch():
     code = "import sys, trainers.spec, trainers.report; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_rubric_whose_weights_are_all_zero_is_refused_naming_its_criteria():
+    zero = {
+        "criteria": [{"name": "a", "kind": "exact_match", "weight": 0}, {"name": "b", "kind": "length", "weight": 0}]
+    }
+    errs = errors_of({**BASE, "rubric": zero})
+    assert errs == {"rubric.criteria": "every criterion's weight is 0: the reward would be 0 for every rollout"}
+    # A formula names the criteria it combines; its weights are not used, so it is not refused.
+    RunSpec.model_validate({**BASE, "rubric": {**zero, "combine": "formula", "formula": "a + b"}})
+
+
+def test_a_rubric_without_criteria_is_refused_saying_why():
+    errs = errors_of({**BASE, "rubric": {"criteria": []}})
+    assert "add at least one criterion" in errs["rubric.criteria"]
+
+
+def test_an_unknown_preset_name_is_refused_listing_the_known_ones():
+    errs = errors_of({**BASE, "algorithm": {"preset": "grpoo"}})
+    assert list(errs) == ["algorithm.preset"]
+    assert "unknown preset 'grpoo'" in errs["algorithm.preset"]
+    assert all(name in errs["algorithm.preset"] for name in PRESETS)
+    assert RunSpec.model_validate({**BASE, "algorithm": {"preset": None}}).algorithm.preset is None
+
+
+@pytest.mark.parametrize("path", ["Qwen/Qwen2.5-0.5B", "gpt2", "/models/x", "./x", "~/x", "models/sub/x"])
+def test_a_model_path_is_a_folder_path_or_a_well_formed_hub_id(path):
+    assert RunSpec.model_validate({**BASE, "model": {"path": path}}).model.path == path
+
+
+@pytest.mark.parametrize("path", ["my model", "org--x/name", "owner/na me", "-x/y"])
+def test_a_model_path_that_is_neither_is_refused_saying_so_plainly(path):
+    errs = errors_of({**BASE, "model": {"path": path}, "algorithm": {}})
+    assert "not a local folder" in errs["model.path"] and "not a hub id" in errs["model.path"]
+
+
+def test_a_local_model_folder_must_exist_and_hold_a_config(tmp_path):
+    from trainers.spec import model_folder_error
+
+    assert model_folder_error(str(tmp_path / "gone")) == f"folder {tmp_path / 'gone'} does not exist"
+    assert model_folder_error(str(tmp_path)) == f"{tmp_path} has no config.json: not a model folder"
+    (tmp_path / "adapter_config.json").write_text("{}")
+    assert model_folder_error(str(tmp_path), adapters_ok=True) is None  # a LoRA checkpoint
+    (tmp_path / "config.json").write_text("{}")
+    assert model_folder_error(str(tmp_path)) is None
+    assert model_folder_error("Qwen/Qwen2.5-0.5B") is None  # a hub id is the worker's to download
+
+
+def test_reward_watching_options_have_safe_defaults_and_bounds():
+    spec = RunSpec.model_validate(BASE)
+    assert (spec.reward.failure_warn_share, spec.reward.stop_after_failing_steps) == (0.5, 0)
+    assert "reward.failure_warn_share" in errors_of({**BASE, "reward": {"failure_warn_share": 1.5}})

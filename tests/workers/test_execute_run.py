@@ -27,8 +27,9 @@ class ExecuteRunTest(StudioTestCase):
         from trainers.demo import demo_spec, make_demo_dataset
 
         data = make_demo_dataset(self.tmp / "demo.jsonl")
-        spec = demo_spec(self.model_path, data, self.tmp / "out", optim={"total_steps": 2, "prompts_per_step": 2},
-                         algorithm={"group_size": 2}, **overrides)  # fmt: skip
+        optim = {"total_steps": 2, "prompts_per_step": 2, **overrides.pop("optim", {})}
+        spec = demo_spec(self.model_path, data, self.tmp / "out", optim=optim, algorithm={"group_size": 2},
+                         **overrides)  # fmt: skip
         return lifecycle.create_run(self.team, spec, name="demo")
 
     def test_a_training_run_records_metrics_rollouts_a_checkpoint_and_succeeds(self):
@@ -103,3 +104,29 @@ class ExecuteRunTest(StudioTestCase):
         self.assertEqual(execute_run(evaluation.pk, "test-worker"), "succeeded")
         self.assertTrue(MetricPoint.objects.filter(run=evaluation, key__startswith="eval/").exists())
         self.assertTrue(Rollout.objects.filter(run=evaluation).exists())
+
+    def test_a_run_whose_criterion_fails_everywhere_warns_then_stops_failed_naming_it(self):
+        from trainers.demo import demo_rubric
+
+        broken = {"name": "broken", "kind": "exact_match", "params": {"reference_field": "missing"}}
+        run = self.demo_run(rubric={"criteria": [*demo_rubric()["criteria"], broken]},
+                            reward={"stop_after_failing_steps": 2}, optim={"total_steps": 5})  # fmt: skip
+        self.assertEqual(execute_run(run.pk, "test-worker"), "failed")
+        run.refresh_from_db()
+        self.assertEqual((run.state, run.last_step), ("failed", 2))
+        self.assertTrue(run.error.startswith("criterion 'broken' failed on more than 50% of the rollouts for 2 steps"))
+        self.assertIn("the row has no field 'missing'", run.error)
+        [warning] = run.events.filter(kind="warning")
+        self.assertEqual(warning.step, 1)
+        self.assertTrue(warning.payload["message"].startswith("criterion 'broken' failed on 100% of step 1's rollouts"))
+        self.assertEqual(run.warning, warning.payload["message"])
+        rates = MetricPoint.objects.filter(run=run, key="reward/criterion_failure_rate/broken")
+        self.assertEqual(sorted(rates.values_list("step", "value")), [(1, 1.0), (2, 1.0)])
+        self.assertEqual(self.client_for(self.carol).get(f"/api/runs/{run.pk}/").json()["warning"], run.warning)
+
+        # The run page shows it as a banner; the runs list says it beside a run that is still going.
+        self.client.force_login(self.carol)
+        page = self.client.get(f"/runs/{run.pk}/").content.decode()
+        self.assertIn("data-run-warning >⚠ <span data-run-warning-text>criterion &#x27;broken&#x27; failed", page)
+        Run.objects.filter(pk=run.pk).update(state="running", error="")
+        self.assertContains(self.client.get("/runs/"), "⚠ criterion &#x27;broken&#x27; failed on 100%")

@@ -7,24 +7,26 @@ Imports without torch. The scoring code for each kind lives in `trainers/rewards
 from __future__ import annotations
 
 import ast
-import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from trainers.algorithms.registry import Registry
+from trainers.rewards.patterns import DEFAULT_TIMEOUT_S, compile_pattern, warnings_for
 
 
 class Params(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    def warnings(self) -> dict[str, str]:
+        """{parameter: what may go wrong} for valid values worth a second look when the rubric is saved."""
+        return {}
+
 
 def _compiles(pattern: str) -> str:
-    """Refuse a bad regular expression when the rubric is saved, not when the first sample is scored."""
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"invalid regular expression: {exc}") from None
+    """Refuse a bad regular expression when the rubric is saved, not when the first sample is scored.
+    Compiled by `regex`, the engine that runs it (under a time limit)."""
+    compile_pattern(pattern)
     return pattern
 
 
@@ -43,6 +45,10 @@ class ExactMatchParams(Params):
 
     _pattern_compiles = field_validator("pattern")(_compiles)
 
+    def warnings(self) -> dict[str, str]:
+        found = warnings_for(self.pattern) if self.extract == "regex" else []
+        return {"pattern": found[0]} if found else {}
+
     @model_validator(mode="after")
     def _extract_needs_its_option(self) -> ExactMatchParams:
         if self.extract == "regex" and not self.pattern:
@@ -60,8 +66,18 @@ class RegexParams(Params):
     multiline: bool = Field(False, description="re.MULTILINE")
     dotall: bool = Field(True, description="re.DOTALL")
     invert: bool = Field(False, description="Score 1 when it does NOT match.")
+    timeout_s: float = Field(
+        DEFAULT_TIMEOUT_S,
+        gt=0,
+        le=10,
+        description="Time limit per completion: a pattern that backtracks without end scores 0 with an error.",
+    )
 
     _pattern_compiles = field_validator("pattern")(_compiles)
+
+    def warnings(self) -> dict[str, str]:
+        found = warnings_for(self.pattern)
+        return {"pattern": found[0]} if found else {}
 
 
 class ContainsParams(Params):

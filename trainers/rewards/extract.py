@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from trainers.rewards.patterns import DEFAULT_TIMEOUT_S, last_match
+
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?|-?\.\d+")
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -49,11 +51,11 @@ def after_marker(text: str, marker: str) -> str:
 
 
 def first_group(text: str, pattern: str) -> str:
-    """The first group of the last match of `pattern` (the whole match when it has no group)."""
-    matches = list(re.finditer(pattern, text, re.DOTALL))
-    if not matches:
+    """The first group of the last match of `pattern` (the whole match when it has no group).
+    A user pattern: it runs under the regex time limit (`PatternTimeout`)."""
+    last = last_match(pattern, text, re.DOTALL, DEFAULT_TIMEOUT_S)
+    if last is None:
         raise NotFound(f"pattern {pattern!r} does not match the completion")
-    last = matches[-1]
     return last.group(1) if last.re.groups else last.group(0)
 
 

@@ -12,8 +12,9 @@ reason is in `CriterionScore.error`.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -67,12 +68,14 @@ class Rubric:
     def names(self) -> list[str]:
         return list(self.criteria)
 
-    def score(self, samples: Iterable[Sample]) -> list[RubricResult]:
-        """Score every sample with every criterion (batched per criterion) and combine."""
+    def score(self, samples: Iterable[Sample], progress: Progress | None = None) -> list[RubricResult]:
+        """Score every sample with every criterion (batched per criterion) and combine.
+        `progress(names)` is called with the criteria running whenever one starts or ends (from
+        the threads that run them), so a caller waiting on a slow batch can say which is slow."""
         samples = list(samples)
         if not samples:
             return []
-        columns = self._score_columns(samples)
+        columns = self._score_columns(samples, _Running(progress))
         return [self._combine({name: columns[name][i] for name in self.criteria}) for i in range(len(samples))]
 
     def close(self) -> None:
@@ -85,18 +88,20 @@ class Rubric:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _score_columns(self, samples: list[Sample]) -> dict[str, list[CriterionScore]]:
+    def _score_columns(self, samples: list[Sample], running: _Running) -> dict[str, list[CriterionScore]]:
         timings: dict[str, float] = {}
         elsewhere = [name for name, c in self.criteria.items() if c.runs_elsewhere]
         columns: dict[str, list[CriterionScore]] = {}
         pool = ThreadPoolExecutor(max_workers=len(elsewhere), thread_name_prefix="rubric") if elsewhere else None
         try:
             futures = (
-                {name: pool.submit(self._score_column, name, samples, timings) for name in elsewhere} if pool else {}
+                {name: pool.submit(self._score_column, name, samples, timings, running) for name in elsewhere}
+                if pool
+                else {}
             )
             for name in self.criteria:
                 if name not in futures:
-                    columns[name] = self._score_column(name, samples, timings)
+                    columns[name] = self._score_column(name, samples, timings, running)
             for name, future in futures.items():
                 columns[name] = future.result()
         finally:
@@ -105,14 +110,19 @@ class Rubric:
         self.last_timings = {name: timings[name] for name in self.criteria}
         return columns
 
-    def _score_column(self, name: str, samples: list[Sample], timings: dict[str, float]) -> list[CriterionScore]:
+    def _score_column(
+        self, name: str, samples: list[Sample], timings: dict[str, float], running: _Running
+    ) -> list[CriterionScore]:
         started = time.perf_counter()
+        running.add(name)
         try:
             scores = self.criteria[name].score_batch(samples)
             if len(scores) != len(samples):
                 raise RuntimeError(f"returned {len(scores)} scores for {len(samples)} samples")
         except Exception as exc:  # the promise: a broken criterion scores 0 with a reason, the rubric goes on
             scores = [failure(f"criterion {name!r} failed: {describe(exc)}") for _ in samples]
+        finally:
+            running.discard(name)
         timings[name] = time.perf_counter() - started
         return scores
 
@@ -128,6 +138,30 @@ class Rubric:
                 reward, error = 0.0, str(exc)
         passed = None if self.pass_threshold is None else reward >= self.pass_threshold
         return RubricResult(reward=reward, scores=scores, passed=passed, error=error)
+
+
+Progress = Callable[[list[str]], None]
+
+
+class _Running:
+    """The criteria scoring right now; tells `progress` each time the set changes."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress = progress
+        self.names: list[str] = []
+        self.lock = threading.Lock()
+
+    def add(self, name: str) -> None:
+        self._change(lambda: self.names.append(name))
+
+    def discard(self, name: str) -> None:
+        self._change(lambda: self.names.remove(name))
+
+    def _change(self, edit: Callable[[], None]) -> None:
+        with self.lock:
+            edit()
+            if self.progress is not None:
+                self.progress(list(self.names))
 
 
 def sample_from_pair(pair: dict[str, Any], where: str = "pair") -> Sample:
@@ -149,9 +183,11 @@ def sample_from_pair(pair: dict[str, Any], where: str = "pair") -> Sample:
     return Sample(prompt=prompt, completion=pair["completion"], fields=fields)
 
 
-def score_pairs(rubric_spec: RubricSpec | dict[str, Any], pairs: list[dict[str, Any]]) -> list[RubricResult]:
+def score_pairs(
+    rubric_spec: RubricSpec | dict[str, Any], pairs: list[dict[str, Any]], progress: Progress | None = None
+) -> list[RubricResult]:
     """Score given prompt/completion pairs without training (CLI `score`, the studio's "try it").
     Bad pairs raise `ValueError` naming the pair's index before anything is scored."""
     samples = [sample_from_pair(pair, f"pair {i}") for i, pair in enumerate(pairs)]
     with Rubric.from_spec(rubric_spec) as rubric:
-        return rubric.score(samples)
+        return rubric.score(samples, progress)

@@ -181,6 +181,8 @@ async function main() {
         logs.push(ev.data.line);
       } else if (ev.kind === "checkpoint") {
         logs.push(`checkpoint saved: ${ev.data.path}`);
+      } else if (ev.kind === "warning") {
+        showWarning(ev.data.message);
       } else if (ev.kind === "notes") {
         notes.refresh();
       }
@@ -189,6 +191,13 @@ async function main() {
   socket.connect();
   window.studioRunPage = { board, inspector, notes, socket, progress }; // for the browser test and the console
   document.body.dataset.ready = "1";
+}
+
+// The trainer's latest warning (a criterion failing on most rollouts, prompts cut): a banner under the header.
+function showWarning(message) {
+  const box = document.querySelector("[data-run-warning]");
+  box.querySelector("[data-run-warning-text]").textContent = message;
+  box.hidden = false;
 }
 
 main().catch((err) => {

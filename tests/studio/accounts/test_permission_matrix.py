@@ -46,7 +46,7 @@ from studio.runs import events
 from studio.runs.models import Checkpoint, Rollout, Run
 from studio.sharing.models import Note, ShareLink
 from tests.studio import people
-from tests.studio.base import RUBRIC, StudioTestCase
+from tests.studio.base import RUBRIC, StudioTestCase, model_folder
 
 ROLES = ("owner", "editor", "viewer", "outsider", "anonymous")
 USERS = people.BY_ROLE
@@ -254,7 +254,8 @@ class StudioCells(StudioTestCase):
 
     def cell_finished_run(self, role):
         run = self.make_run(state="succeeded")
-        Checkpoint.objects.create(run=run, step=5, path=str(self.data_dir / "runs" / str(run.pk) / "step-5"))
+        folder = model_folder(self.data_dir / "runs" / str(run.pk) / "step-5")
+        Checkpoint.objects.create(run=run, step=5, path=str(folder))
         return run.pk
 
     def cell_fresh_link(self, role):

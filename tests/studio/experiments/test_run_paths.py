@@ -9,7 +9,7 @@ from __future__ import annotations
 from studio.datasets.models import Dataset
 from studio.experiments.models import Experiment
 from studio.runs.models import Checkpoint, Run
-from tests.studio.base import ROWS, StudioTestCase, write_jsonl
+from tests.studio.base import ROWS, StudioTestCase, model_folder, write_jsonl
 
 OUTSIDE = "inside the studio's data folder"
 
@@ -64,9 +64,12 @@ class RunPathsTest(StudioTestCase):
 
     def test_own_runs_the_demo_folder_hub_ids_and_outside_folders_are_allowed(self):
         mine = Run.objects.create(team=self.team, name="mine", spec={}, state="succeeded")
+        own, demo = self.data_dir / "runs" / str(mine.pk) / "checkpoints" / "step-2", self.data_dir / "demo" / "tiny"
+        for folder in (own, demo):  # the studio shares the data folder with its workers, so it checks them
+            model_folder(folder)
         allowed = {
-            "own run": {"model": {"path": str(self.data_dir / "runs" / str(mine.pk) / "checkpoints" / "step-2")}},
-            "demo model": {"model": {"path": str(self.data_dir / "demo" / "tiny-model")}},
+            "own run": {"model": {"path": str(own)}},
+            "demo model": {"model": {"path": str(demo)}},
             "hub id": {"model": {"path": "Qwen/Qwen2.5-0.5B"}},
             "admin's folder": {"model": {"path": "/models/llama"}},
             "latest": {"checkpoint": {"resume_from": "latest"}},
@@ -107,7 +110,7 @@ class RunPathsTest(StudioTestCase):
 
     def test_resume_and_evaluate_read_the_runs_own_checkpoints(self):
         run = self.make_run(state="succeeded")
-        path = self.data_dir / "runs" / str(run.pk) / "checkpoints" / "step-4"
+        path = model_folder(self.data_dir / "runs" / str(run.pk) / "checkpoints" / "step-4")
         Checkpoint.objects.create(run=run, step=4, path=str(path))
         for action in ("resume", "evaluate"):
             with self.subTest(action=action):

@@ -1,12 +1,17 @@
-"""regex: 1 when the completion matches a pattern (searched anywhere, or the whole completion)."""
+"""regex: 1 when the completion matches a pattern (searched anywhere, or the whole completion).
+
+The pattern runs under `timeout_s` per completion (the `regex` engine stops it): a pattern that
+backtracks catastrophically on a long completion scores 0 with an error instead of holding the
+scoring worker."""
 
 from __future__ import annotations
 
-import re
+import regex
 
 from trainers.report import CriterionScore
 from trainers.rewards.catalog import RegexParams
-from trainers.rewards.criteria.base import CRITERIA, Criterion, quoted
+from trainers.rewards.criteria.base import CRITERIA, Criterion, failure, quoted
+from trainers.rewards.patterns import PatternTimeout, compile_pattern, search
 from trainers.rewards.sample import Sample
 
 
@@ -17,14 +22,15 @@ class Regex(Criterion):
 
     def __init__(self, params: RegexParams) -> None:
         super().__init__(params)
-        flags = (re.MULTILINE if params.multiline else 0) | (re.DOTALL if params.dotall else 0)
-        self.pattern = re.compile(params.pattern, flags)  # compiled once per rubric, not per sample
+        flags = (regex.MULTILINE if params.multiline else 0) | (regex.DOTALL if params.dotall else 0)
+        self.pattern = compile_pattern(params.pattern, flags)  # compiled once per rubric, not per sample
 
     def score_one(self, sample: Sample) -> CriterionScore:
         p = self.params
-        match = (
-            self.pattern.search(sample.completion) if p.mode == "search" else self.pattern.fullmatch(sample.completion)
-        )
+        try:
+            match = search(self.pattern, sample.completion, p.timeout_s, whole=p.mode == "fullmatch")
+        except PatternTimeout as exc:
+            return failure(str(exc))
         what = "matches" if p.mode == "search" else "fully matches"
         if match:
             verdict = f"{what} {quoted(p.pattern)} at {quoted(match.group(0))}"
