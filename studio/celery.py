@@ -18,3 +18,4 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 TRAIN_TASK = "workers.run_training"
 EVAL_TASK = "workers.run_eval"
 SCORE_RUBRIC_TASK = "workers.score_rubric"
+CHECK_DATASET_TASK = "workers.check_dataset"
