@@ -3,6 +3,7 @@ of every row."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,16 +18,22 @@ def data_dir(tmp_path, settings) -> Path:
     return settings.DATA_DIR
 
 
-@pytest.fixture
-def check_worker(transactional_db):
+@contextmanager
+def start_check_worker():
     """A Celery worker in this process, consuming the default queue of the broker the settings name
     (memory:// without REDIS_URL, the test run's Redis with it), with the tasks that workers.app
-    registers. Its thread has its own database connection, so the test's rows must be committed:
-    hence transactional_db, under which on_commit sends at once."""
+    registers. Its thread has its own database connection, so a test using it needs committed rows:
+    transactional_db (under which on_commit sends at once)."""
     from celery.contrib.testing.worker import start_worker
 
     import workers.tasks  # noqa: F401 - registers workers.check_dataset by name, as workers.app does
     from studio.celery import app
 
     with start_worker(app, queues=["default"], pool="solo", perform_ping_check=False, shutdown_timeout=30) as worker:
+        yield worker
+
+
+@pytest.fixture
+def check_worker(transactional_db):
+    with start_check_worker() as worker:
         yield worker
