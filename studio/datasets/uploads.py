@@ -13,6 +13,7 @@ Two places, because the web server reads a request in two steps:
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 from io import BytesIO
@@ -25,6 +26,7 @@ from django.core.files.uploadhandler import FileUploadHandler
 MB = 1024 * 1024
 # Room for the form fields and multipart framing around a file as large as the limit.
 FORM_ALLOWANCE = MB
+YIELD_EVERY = MB  # bytes of a body passed on between two turns of the event loop
 
 
 def limit_bytes() -> int:
@@ -97,7 +99,11 @@ class BodySizeGuard:
             nonlocal received, over
             message = await receive()
             if message["type"] == "http.request":
-                received += len(message.get("body", b""))
+                before, received = received, received + len(message.get("body", b""))
+                if before // YIELD_EVERY != received // YIELD_EVERY:
+                    # daphne queues a whole body at once, so Django's spooling would never give the
+                    # event loop back: other requests wait for all of it without this
+                    await asyncio.sleep(0)
                 if received > limit:
                     over = True
                     if message.get("more_body"):
@@ -138,3 +144,30 @@ async def _refuse(scope, send, message: str) -> None:
     headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
     await send({"type": "http.response.start", "status": 413, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def stop_daphne_parsing_forms() -> None:
+    """Have daphne's Twisted requests leave POST bodies unparsed.
+
+    Twisted parses a whole multipart body into `request.args` (read into memory, with the email
+    module) on the server's one thread before daphne hands the request on, and daphne never reads
+    `args`: a 200 MB upload held every other request for about 15 s. Twisted's Request takes
+    `parsePOSTFormSubmission=False` for this; daphne builds its requests from the module's
+    `WebRequest`, so that name gets a subclass that passes it. Django parses the form itself,
+    streaming, in the view's thread.
+    """
+    try:
+        from daphne import http_protocol
+    except ImportError:  # served by another ASGI server
+        return
+    if getattr(http_protocol.WebRequest, "leaves_forms_unparsed", False):
+        return
+
+    class WebRequest(http_protocol.WebRequest):
+        leaves_forms_unparsed = True
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("parsePOSTFormSubmission", False)
+            super().__init__(*args, **kwargs)
+
+    http_protocol.WebRequest = WebRequest
