@@ -28,6 +28,7 @@ class DatasetSerializer(serializers.ModelSerializer):
     path = serializers.CharField(required=False, help_text="Server-side file or Hugging Face dataset folder.")
     format = serializers.ChoiceField(choices=[("auto", "auto"), *FORMATS], default="auto")
     is_valid = serializers.BooleanField(read_only=True)
+    full_check_needed = False  # set by the request's check: the file is longer than it reads
 
     class Meta:
         model = Dataset
@@ -107,7 +108,7 @@ class DatasetSerializer(serializers.ModelSerializer):
                 setattr(self.instance, key, value)
             # only what was sent (and checked): a concurrent check's writes to the other fields stay
             self.instance.save(update_fields=[*self.validated_data, "updated"])
-        if getattr(self, "full_check_needed", False):
+        if self.full_check_needed:
             checks.start_full_check(self.instance)
         return self.instance
 

@@ -65,6 +65,15 @@ def _send(pk: int, generation: int) -> None:
         Dataset.objects.filter(pk=pk, check_generation=generation).update(status_detail=detail)
 
 
+def requeue_checking() -> list[int]:
+    """Send the checks of every dataset still `checking` again: an embedded Redis keeps no messages
+    across a restart. A check whose message survived runs twice; both write the same findings."""
+    waiting = list(Dataset.objects.filter(status=CHECKING).values_list("pk", "check_generation"))
+    for pk, generation in waiting:
+        _send(pk, generation)
+    return [pk for pk, _ in waiting]
+
+
 def check_every_row(dataset_id: int, generation: int) -> str:
     """The worker's pass over every row: the dataset ends `ready` with its full report, or
     `refused`. Writes only while `generation` is the dataset's latest check; returns the status set,

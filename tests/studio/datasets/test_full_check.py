@@ -113,3 +113,14 @@ def test_a_check_that_a_newer_one_replaced_writes_nothing(api, bob, team, data_d
     assert (dataset.status, dataset.row_count, dataset.check_generation) == (CHECKING, 1000, stale + 1)
     assert checks.check_every_row(dataset.pk, stale + 1) == READY
     assert Dataset.objects.get(pk=dataset.pk).row_count == ROWS
+
+
+def test_a_check_whose_message_was_lost_is_sent_again_at_start_up(api, bob, team, data_dir, transactional_db):
+    response = upload(api, bob, team, "long.jsonl", jsonl(ROWS))
+    from studio.celery import app
+
+    with app.connection_for_write() as connection:
+        connection.default_channel.queue_purge("default")  # as a restarted embedded Redis loses it
+    assert checks.requeue_checking() == [response.json()["id"]]
+    with start_check_worker():
+        assert wait_until_checked(response.json()["id"]).row_count == ROWS
