@@ -39,7 +39,9 @@ def wait_until_checked(dataset_id: int, timeout: float = 60) -> Dataset:
     deadline = time.monotonic() + timeout
     while (dataset := Dataset.objects.get(pk=dataset_id)).status == CHECKING:
         assert time.monotonic() < deadline, f"still checking after {timeout} s: {dataset.status_detail}"
-        time.sleep(0.1)
+        # Not too often: under SQLite's in-memory test database (shared cache) a read here can make
+        # the worker's write fail with "table is locked" rather than wait.
+        time.sleep(0.5)
     return dataset
 
 
