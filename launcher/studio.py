@@ -64,6 +64,10 @@ def up(args: argparse.Namespace) -> int:
 
         if waiting := requeue_waiting():
             print(f"queued again (the broker keeps no messages across restarts): runs {waiting}", flush=True)
+        from studio.datasets.checks import requeue_checking
+
+        if checking := requeue_checking():
+            print(f"checks sent again: datasets {checking}", flush=True)
         host, port = args.host, args.port
         children.start("web", [sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "studio.asgi:application"])
         runs_at_once = args.concurrency or default_concurrency("gpu")

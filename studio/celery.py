@@ -19,3 +19,4 @@ TRAIN_TASK = "workers.run_training"
 EVAL_TASK = "workers.run_eval"
 SCORE_RUBRIC_TASK = "workers.score_rubric"
 SCORING_STATE = "SCORING"  # score_rubric's state while criteria run, with {"running": [names], "pairs": n}
+CHECK_DATASET_TASK = "workers.check_dataset"

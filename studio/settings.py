@@ -11,6 +11,7 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from studio.lib.env import envbool, envfloat, envint, envlist, envstr
 
@@ -131,6 +132,7 @@ CELERY_TASK_ROUTES = {
     "workers.run_training": {"queue": "gpu"},
     "workers.run_eval": {"queue": "gpu"},
     "workers.score_rubric": {"queue": "default"},
+    "workers.check_dataset": {"queue": "default"},
 }
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -139,6 +141,13 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 HEARTBEAT_INTERVAL_S = envfloat("STUDIO_HEARTBEAT_INTERVAL_S", 10.0)
 HEARTBEAT_TIMEOUT_S = envfloat("STUDIO_HEARTBEAT_TIMEOUT_S", 45.0)
 RUBRIC_TRY_TIMEOUT_S = envfloat("STUDIO_RUBRIC_TRY_TIMEOUT_S", 60.0)
+# --- datasets -------------------------------------------------------------------------
+# Uploads larger than this are refused before a byte is kept (studio.datasets.uploads).
+MAX_UPLOAD_MB = envint("STUDIO_MAX_UPLOAD_MB", 2048)
+if MAX_UPLOAD_MB < 1:
+    raise ImproperlyConfigured(f"STUDIO_MAX_UPLOAD_MB must be at least 1, got {MAX_UPLOAD_MB}")
+# The dataset check warns about prompts longer than this (32,000 characters is about 8k tokens).
+LONG_PROMPT_CHARS = envint("STUDIO_LONG_PROMPT_CHARS", 32_000)
 # Server-side files may be registered as datasets only from under these folders.
 DATASET_ROOTS = [Path(p).resolve() for p in envlist("STUDIO_DATASET_ROOTS", [str(DATA_DIR), str(BASE_DIR)])]
 
@@ -167,8 +176,14 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- files ---------------------------------------------------------------------------
-# Uploads above 1 MiB go to a temporary file as they arrive, never whole into memory.
+# Uploads above 1 MiB go to a temporary file as they arrive, never whole into memory; the first
+# handler stops keeping a file's bytes past MAX_UPLOAD_MB.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+FILE_UPLOAD_HANDLERS = [
+    "studio.datasets.uploads.SizeLimitHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_TEMP_DIR = str(DATA_DIR / "tmp")
 Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)

@@ -10,23 +10,35 @@ from __future__ import annotations
 
 import codecs
 import csv
+import io
 import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
+from trainers import text_encoding
 from trainers.spec import DataSpec
 
 _EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 _ROLES = ("system", "user", "assistant", "tool")
 # A dataset folder may also hold the Arrow shards of `save_to_disk`, next to its metadata files.
 _FOLDER_FILES = {**_EXTENSIONS, ".arrow": "arrow"}
-_HF_METADATA = {"config.json", "dataset_dict.json", "dataset_info.json", "dataset_infos.json", "state.json"}
+# JSON files that sit in dataset and model folders and hold settings, not rows.
+_NOT_ROWS = {
+    "config.json", "dataset_dict.json", "dataset_info.json", "dataset_infos.json", "state.json",
+    "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+    "added_tokens.json", "vocab.json", "preprocessor_config.json", "chat_template.json", "adapter_config.json",
+    "trainer_state.json", "training_args.json",
+}  # fmt: skip
+# A folder holding weights or a tokenizer is a model or a checkpoint: nothing in it (or below it) is
+# read as rows, even its .json files.
+_MODEL_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".onnx", ".h5", ".msgpack")
+_MODEL_MARKERS = ("tokenizer_config.json", "tokenizer.json", "adapter_config.json")
 # The words that name a split in a data file's name or folder, as `datasets.load_dataset(folder)` reads them.
 _SPLIT_ALIASES = {
     word: split
@@ -176,38 +188,82 @@ def _object(item: Any, name: str, unit: str, row: int) -> Record | RowError:
 def _json_rows(path: Path, name: str) -> Iterator[tuple[int, Record | RowError]]:
     """JSON Lines, parsed line by line so that a bad line is one bad row; a .json file may instead
     hold one list of objects (what `json.dump(rows)` writes)."""
-    if path.suffix.lower() == ".json" and _starts_a_list(path):
+    if path.suffix.lower() == ".json" and _starts_a_list(path, name):
         yield from _json_list(path, name)
         return
-    with path.open("rb") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if lineno == 1:
-                line = line.removeprefix(codecs.BOM_UTF8)
-            if not line.strip():
-                continue
-            try:
-                # decoded here, not by json.loads(bytes), which would take bad UTF-8 for UTF-16
-                item = json.loads(line.decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                reason = f"not UTF-8 text ({exc.reason} at byte {exc.start})"
-                yield lineno, RowError(f"{name} line {lineno}: {reason}", field=None, reason=reason)
-            except json.JSONDecodeError as exc:
-                yield lineno, RowError(f"{name} line {lineno}: invalid JSON: {exc.msg} (column {exc.colno})",
-                                       field=None, reason=f"not valid JSON: {exc.msg} (column {exc.colno})")  # fmt: skip
-            else:
-                yield lineno, _object(item, name, "line", lineno)
+    for lineno, line in _text_lines(path, name):
+        if isinstance(line, UnicodeDecodeError):
+            reason = _not_utf8(line)
+            yield lineno, RowError(f"{name} line {lineno}: {reason}", field=None, reason=reason)
+            continue
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield lineno, RowError(f"{name} line {lineno}: invalid JSON: {exc.msg} (column {exc.colno})",
+                                   field=None, reason=f"not valid JSON: {exc.msg} (column {exc.colno})")  # fmt: skip
+        else:
+            yield lineno, _object(item, name, "line", lineno)
 
 
-def _starts_a_list(path: Path) -> bool:
+def _text_encoding(path: Path, name: str) -> tuple[str, str]:
+    """(codec, label) to read a text file with: UTF-8 (a UTF-8 BOM is dropped), or UTF-16/32 when
+    the file starts with their byte-order mark. A file whose first bytes are not text at all
+    (UTF-16/32 without a mark, binary data) fails as a whole, naming what it looks like and where;
+    stray bytes that are not UTF-8 in text are bad lines, reported one by one."""
     with path.open("rb") as fh:
-        return fh.read(_JSON_CHUNK).removeprefix(codecs.BOM_UTF8).lstrip().startswith(b"[")
+        head = fh.read(text_encoding.SNIFF_BYTES)
+    marked = text_encoding.bom(head)
+    if marked:
+        return marked
+    guess = text_encoding.whole_file_guess(head)
+    if guess:
+        what, at = guess
+        line = head.count(b"\n", 0, at) + 1
+        raise DataError(f"{name}: not UTF-8 text: looks like {what} (byte {at}, line {line}); save it as UTF-8")
+    return "utf-8", "UTF-8"
+
+
+def _text_lines(path: Path, name: str) -> Iterator[tuple[int, str | UnicodeDecodeError]]:
+    """(line number from 1, text) of a text file. UTF-8 is decoded line by line, so that bytes that
+    are not UTF-8 are one bad line (its UnicodeDecodeError in the text's place; a UTF-8 character
+    never spans a newline). UTF-16/32 text is decoded as a stream; a decoding error there fails the
+    file, since the lines after it cannot be found."""
+    codec, label = _text_encoding(path, name)
+    with path.open("rb") as fh:
+        if codec == "utf-8":
+            for lineno, raw in enumerate(fh, start=1):
+                try:
+                    yield lineno, (raw.removeprefix(codecs.BOM_UTF8) if lineno == 1 else raw).decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    yield lineno, exc
+            return
+        lineno = 0
+        try:
+            for lineno, text in enumerate(io.TextIOWrapper(fh, encoding=codec, newline=""), start=1):
+                yield lineno, text
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{name} line {lineno + 1}: not valid {label} text ({exc.reason})") from None
+
+
+def _not_utf8(exc: UnicodeDecodeError) -> str:
+    """Why a line is not UTF-8 text, with what its bytes look like."""
+    return f"not UTF-8 text ({exc.reason} at byte {exc.start}; looks like {text_encoding.looks_like(exc.object)})"
+
+
+def _starts_a_list(path: Path, name: str) -> bool:
+    codec, _ = _text_encoding(path, name)
+    with path.open(encoding="utf-8-sig" if codec == "utf-8" else codec, errors="replace") as fh:
+        return fh.read(_JSON_CHUNK).lstrip().startswith("[")
 
 
 def _json_list(path: Path, name: str) -> Iterator[tuple[int, Record | RowError]]:
     """The items of a top-level JSON list, decoded one at a time from a window of the text, so a
     large file is never held whole. A syntax error fails the file: nothing after it can be found."""
     decoder = json.JSONDecoder()
-    with path.open(encoding="utf-8-sig") as fh:
+    codec, _ = _text_encoding(path, name)
+    with path.open(encoding="utf-8-sig" if codec == "utf-8" else codec) as fh:
         buf, pos = "", 0
         lines_dropped = columns_dropped = 0  # where the window starts in the file, for error positions
 
@@ -269,36 +325,35 @@ def _json_list(path: Path, name: str) -> Iterator[tuple[int, Record | RowError]]
 
 
 def _csv_rows(path: Path, name: str) -> Iterator[tuple[int, Record | RowError]]:
-    with path.open("rb") as fh:
-        reader = csv.reader(_utf8_lines(fh, name))
-        try:
-            header = next((cells for cells in reader if cells), None)
-            if header is None:
-                raise DataError(f"{name}: empty CSV (no header row)")
-            twice = sorted({key for key in header if header.count(key) > 1})
-            if twice:
-                raise DataError(f"{name}: the header names {', '.join(map(repr, twice))} more than once")
-            row = 0
-            for cells in reader:
-                if not cells:  # a blank line
-                    continue
-                row += 1
-                if len(cells) != len(header):
-                    reason = f"has {len(cells)} cells, header has {len(header)}"
-                    yield row, RowError(f"{name} row {row}: {reason}", field=None, reason=reason)
-                else:
-                    yield row, {key: cell if cell != "" else None for key, cell in zip(header, cells, strict=True)}
-        except csv.Error as exc:
-            raise DataError(f"{name} line {reader.line_num}: not valid CSV: {exc}") from None
+    reader = csv.reader(_csv_lines(path, name))
+    try:
+        header = next((cells for cells in reader if cells), None)
+        if header is None:
+            raise DataError(f"{name}: empty CSV (no header row)")
+        twice = sorted({key for key in header if header.count(key) > 1})
+        if twice:
+            raise DataError(f"{name}: the header names {', '.join(map(repr, twice))} more than once")
+        row = 0
+        for cells in reader:
+            if not cells:  # a blank line
+                continue
+            row += 1
+            if len(cells) != len(header):
+                reason = f"has {len(cells)} cells, header has {len(header)}"
+                yield row, RowError(f"{name} row {row}: {reason}", field=None, reason=reason)
+            else:
+                yield row, {key: cell if cell != "" else None for key, cell in zip(header, cells, strict=True)}
+    except csv.Error as exc:
+        raise DataError(f"{name} line {reader.line_num}: not valid CSV: {exc}") from None
 
 
-def _utf8_lines(fh: BinaryIO, name: str) -> Iterator[str]:
-    """Decoded line by line, so that bad bytes are reported by line (a UTF-8 character never spans a newline)."""
-    for lineno, line in enumerate(fh, start=1):
-        try:
-            yield line.decode("utf-8-sig" if lineno == 1 else "utf-8")
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{name} line {lineno}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+def _csv_lines(path: Path, name: str) -> Iterator[str]:
+    """A line that is not UTF-8 fails a CSV file: a cell may span lines, so no row is known to be
+    the bad one."""
+    for lineno, line in _text_lines(path, name):
+        if isinstance(line, UnicodeDecodeError):
+            raise DataError(f"{name} line {lineno}: {_not_utf8(line)}")
+        yield line
 
 
 def _parquet_rows(path: Path, name: str) -> Iterator[tuple[int, Record | RowError]]:
@@ -354,22 +409,39 @@ def _split_files(folder: Path, split: str) -> list[tuple[Path, str]]:
     if (folder / "state.json").is_file():
         return _saved_shards(folder)
     by_split: dict[str | None, list[tuple[Path, str]]] = {}
-    for file in sorted(folder.rglob("*")):
-        relative = file.relative_to(folder)
-        kind = _FOLDER_FILES.get(file.suffix.lower())
-        if kind is None or file.name in _HF_METADATA or not file.is_file():
-            continue
-        if any(part.startswith((".", "__")) for part in relative.parts):  # caches, checkpoints
-            continue
-        by_split.setdefault(_split_named(relative), []).append((file, kind))
-    if not by_split:
-        raise DataError(f"{folder.name}: no {', '.join(_FOLDER_FILES)} files in the folder")
+    for file, kind in _data_files(folder):
+        by_split.setdefault(_split_named(file.relative_to(folder)), []).append((file, kind))
     named = {key: by_split[key] for key in ("train", "validation", "test") if key in by_split}
     splits = named or {"train": by_split[None]}
     wanted = _SPLIT_ALIASES.get(split.lower(), split)
     if wanted not in splits:
         raise DataError(f"{folder.name}: no split {split!r}; available splits: {', '.join(splits)}")
     return splits[wanted]
+
+
+def _data_files(folder: Path) -> list[tuple[Path, str]]:
+    """(file, format) of the folder's data files, by extension, in name order. Settings files
+    (dataset metadata, a model's config and tokenizer), model and checkpoint folders, and hidden or
+    cache folders are not data; a folder with no data file fails, saying what it looked for."""
+    found, models = [], set()
+    for file in sorted(folder.rglob("*")):
+        relative = file.relative_to(folder)
+        if any(part.startswith((".", "__")) for part in relative.parts) or not file.is_file():
+            continue  # caches, checkpoints
+        if file.suffix.lower() in _MODEL_SUFFIXES or file.name in _MODEL_MARKERS:
+            models.add(file.parent)
+        kind = _FOLDER_FILES.get(file.suffix.lower())
+        if kind and file.name not in _NOT_ROWS and not file.name.endswith(".index.json"):
+            found.append((file, kind))
+    found = [(file, kind) for file, kind in found if not any(model in file.parents for model in models)]
+    if not found:
+        skipped = "".join(f"; {_named(model, folder)} holds a model, not rows" for model in sorted(models)[:3])
+        raise DataError(f"{folder.name}: no data files in the folder (looked for {', '.join(_FOLDER_FILES)}){skipped}")
+    return found
+
+
+def _named(path: Path, folder: Path) -> str:
+    return "the folder" if path == folder else path.relative_to(folder).as_posix()
 
 
 def _split_named(relative: Path) -> str | None:

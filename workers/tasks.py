@@ -5,6 +5,8 @@
   and record how it ended (with the error and the last log lines on failure).
 - workers.score_rubric: the rubric editor's "try it"; user code runs in the trainer's
   sandbox here, never in the web process.
+- workers.check_dataset: read every row of a dataset whose file is longer than the upload
+  request reads (studio.datasets.checks), off the web tier's request path.
 """
 
 from __future__ import annotations
@@ -67,6 +69,23 @@ def score_rubric(self, rubric_spec: dict[str, Any], pairs: list[dict[str, Any]])
             for r in results
         ]
     }
+
+
+@shared_task(name="workers.check_dataset")
+def check_dataset(dataset_id: int, generation: int) -> str:
+    """Check every row of a dataset; returns the status it ended in (or "superseded")."""
+    from studio.datasets import checks
+    from studio.datasets.models import Dataset
+
+    try:
+        return checks.check_every_row(dataset_id, generation)
+    except Exception as exc:  # noqa: BLE001 - a dataset left "checking" forever would hide the failure
+        log.exception("the check of dataset %s failed", dataset_id)
+        dataset = Dataset.objects.filter(pk=dataset_id).first()
+        if dataset is None:
+            return checks.SUPERSEDED
+        reason = f"the check failed on the worker ({type(exc).__name__}: {exc}); save the mapping to check again"
+        return checks.refuse(dataset, generation, reason, keep_file=True)
 
 
 def _hostname(task) -> str:

@@ -12,6 +12,8 @@ from studio.accounts.models import Team
 
 SOURCES = (("upload", "Uploaded file"), ("server_file", "Server-side file"), ("hf_folder", "Hugging Face folder"))
 FORMATS = (("jsonl", "JSON Lines"), ("csv", "CSV"), ("parquet", "Parquet"), ("hf", "Hugging Face dataset folder"))
+CHECKING, READY, REFUSED = "checking", "ready", "refused"
+STATUSES = ((CHECKING, "Checking every row"), (READY, "Ready"), (REFUSED, "Refused"))
 
 
 class Dataset(models.Model):
@@ -31,6 +33,14 @@ class Dataset(models.Model):
     size_bytes = models.BigIntegerField(default=0)
     errors = models.JSONField(default=list, blank=True, help_text="[{row, field, message}], first ones only.")
     error_count = models.BigIntegerField(default=0)
+    # Set `checking` by the request that adds the file or changes the mapping when the file is longer
+    # than what a request reads (studio.datasets.checks); a dataset made directly has been checked.
+    status = models.CharField(max_length=10, choices=STATUSES, default=READY)
+    status_detail = models.TextField(blank=True, help_text="Why the dataset was refused.")
+    warnings = models.JSONField(default=list, blank=True, help_text="[{code, message, ...}] from the last check.")
+    longest_prompt_chars = models.BigIntegerField(null=True, blank=True)
+    # Bumped by each new check, so that a check that a newer one replaced writes nothing.
+    check_generation = models.PositiveIntegerField(default=0)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
@@ -43,7 +53,17 @@ class Dataset(models.Model):
 
     @property
     def is_valid(self) -> bool:
-        return self.error_count == 0 and bool(self.row_count)
+        return self.status == READY and self.error_count == 0 and bool(self.row_count)
+
+    def launch_problem(self) -> str | None:
+        """Why a run cannot start on this dataset (naming it), or None."""
+        if self.status == CHECKING:
+            return f"dataset {self.name!r} is still being checked ({self.row_count or 0:,} rows so far); wait until it is ready"
+        if self.status == REFUSED:
+            return f"dataset {self.name!r} was refused: {self.status_detail}"
+        if not self.is_valid:
+            return f"the dataset has {self.error_count} errors; fix the mapping of {self.name!r} first"
+        return None
 
     def data_spec(self) -> dict[str, Any]:
         """The `data` section of a RunSpec for this dataset (the rest keeps RunSpec defaults)."""

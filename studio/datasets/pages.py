@@ -5,6 +5,7 @@ from __future__ import annotations
 from itertools import islice
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -12,7 +13,7 @@ from django.shortcuts import redirect, render
 from studio.accounts import permissions as perms
 from studio.datasets.api import MAPPING_FIELDS, DatasetSerializer
 from studio.datasets.files import DatasetFileError, iter_rows
-from studio.datasets.models import Dataset
+from studio.datasets.models import REFUSED, Dataset
 from studio.lib.page_forms import flat_errors, serializer_context
 
 
@@ -36,7 +37,8 @@ def datasets(request: HttpRequest) -> HttpResponse:
     rows = perms.visible(Dataset.objects.all(), request.user).distinct().select_related("team")
     teams = perms.editable_teams(request.user).distinct()
     return render(request, "datasets/list.html", {"datasets": rows, "teams": teams, "errors": errors,
-                                                  "post": request.POST})  # fmt: skip
+                                                  "post": request.POST,
+                                                  "max_upload_mb": settings.MAX_UPLOAD_MB})  # fmt: skip
 
 
 @login_required
@@ -52,10 +54,12 @@ def dataset_detail(request: HttpRequest, pk: int) -> HttpResponse:
             serializer.save()
             return redirect("dataset", dataset.pk)
         errors = flat_errors(serializer.errors)
-    try:
-        preview = [row for _, row in islice(iter_rows(Path(dataset.path), dataset.format, dataset.split), 20)]
-    except DatasetFileError as exc:
-        preview, errors = [], {**errors, "path": str(exc)}
+    preview: list = []
+    if dataset.status != REFUSED:  # a refused upload's file is gone; the page says why instead
+        try:
+            preview = [row for _, row in islice(iter_rows(Path(dataset.path), dataset.format, dataset.split), 20)]
+        except DatasetFileError as exc:
+            errors = {**errors, "path": str(exc)}
     can_edit = perms.has_role(request.user, dataset.team_id, perms.EDIT)
     return render(request, "datasets/detail.html", {"dataset": dataset, "preview": preview, "errors": errors,
                                                     "can_edit": can_edit})  # fmt: skip

@@ -5,12 +5,13 @@ from __future__ import annotations
 import shutil
 import uuid
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
-from studio.datasets.files import DatasetFileError, detect_format, inspect_dataset
-from studio.datasets.models import Dataset
+from studio.datasets.files import DatasetFileError, Inspection, detect_format, inspect_dataset
+from studio.datasets.models import READY, Dataset
 
 DEMO_FOLDER = "demo"  # under DATA_DIR; see studio.bootstrap.make_demo
 
@@ -83,22 +84,51 @@ def guess_format(path: Path, fmt: str | None) -> str:
 
 
 def refresh(dataset: Dataset) -> Dataset:
-    """Stream the file once: columns, row count, size and mapping errors (naming row and field)."""
-    path = Path(dataset.path)
-    report = inspect_dataset(
-        path, dataset.format, split=dataset.split, prompt_field=dataset.prompt_field or None,
+    """Check every row here, in this process (the demo's and the tests' small files; the studio's
+    requests check a bounded head and leave the rest to a worker, see studio.datasets.checks)."""
+    report = inspect(dataset)
+    apply_report(dataset, report)
+    dataset.size_bytes = size_of(Path(dataset.path))
+    dataset.status, dataset.status_detail = READY, ""
+    return dataset
+
+
+def inspect(dataset: Dataset, **bounds: Any) -> Inspection:
+    """Stream the dataset's file with its mapping: columns, row count, mapping errors (naming row and
+    field) and prompt lengths; `bounds` (max_rows, max_chars, progress) as inspect_dataset takes them."""
+    return inspect_dataset(
+        Path(dataset.path), dataset.format, split=dataset.split, prompt_field=dataset.prompt_field or None,
         messages_field=dataset.messages_field or None, answer_field=dataset.answer_field or None,
-        extra_fields=dataset.extra_fields,
+        extra_fields=dataset.extra_fields, long_prompt_chars=settings.LONG_PROMPT_CHARS, **bounds,
     )  # fmt: skip
+
+
+def apply_report(dataset: Dataset, report: Inspection) -> None:
+    """What a check found, onto the dataset's fields (not saved)."""
     dataset.columns = report.columns
     dataset.row_count = report.row_count
     dataset.errors = report.errors
     dataset.error_count = report.error_count
-    dataset.size_bytes = _size(path)
-    return dataset
+    dataset.longest_prompt_chars = report.longest_prompt or None
+    dataset.warnings = long_prompt_warnings(report, settings.LONG_PROMPT_CHARS)
 
 
-def _size(path: Path) -> int:
+def long_prompt_warnings(report: Inspection, threshold: int) -> list[dict[str, Any]]:
+    """A warning when rows have prompts longer than `threshold` characters (about 4 per token)."""
+    if not report.long_prompt_count:
+        return []
+    count, longest = report.long_prompt_count, report.longest_prompt
+    return [{
+        "code": "long_prompts", "rows": count, "threshold_chars": threshold, "longest_chars": longest,
+        "longest_row": report.longest_prompt_row,
+        "message": f"{count:,} row{'s' if count > 1 else ''} {'have' if count > 1 else 'has'} a prompt longer than "
+                   f"{threshold:,} characters (about {threshold // 4:,} tokens); the longest, row "
+                   f"{report.longest_prompt_row}, has {longest:,}. A run keeps only the last max_prompt_tokens "
+                   "tokens of a prompt.",
+    }]  # fmt: skip
+
+
+def size_of(path: Path) -> int:
     if path.is_dir():
         return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
     return path.stat().st_size

@@ -23,10 +23,8 @@ def launch(experiment: Experiment, user, *, kind: str = "train", name: str = "",
     """A queued run of the experiment's settings (with `overrides` for this run only); `kind="eval"`
     scores the model, or the team's checkpoint `checkpoint_id`, without training. The caller
     checked that the user may edit the experiment."""
-    if not experiment.dataset.is_valid:
-        raise LaunchError(
-            {"dataset": f"the dataset has {experiment.dataset.error_count} errors; fix its mapping first"}
-        )
+    if problem := experiment.dataset.launch_problem():  # still being checked, refused, or rows that fail
+        raise LaunchError({"dataset": problem})
     config = specs.deep_merge(experiment.spec_config(name or None), overrides or {})
     if kind == "eval" and checkpoint_id:
         checkpoint = Checkpoint.objects.filter(pk=checkpoint_id, run__team=experiment.team).first()

@@ -116,6 +116,74 @@ def test_a_csv_that_cannot_be_read_fails_as_a_whole(tmp_path, content, error):
         list(iter_records(tmp_path / "d.csv"))
 
 
+# ---------------------------------------------------------------- text encodings
+
+LINES = ['{"prompt": "héllo", "answer": "1"}', '{"prompt": "naïve ☃", "answer": "2"}']
+
+
+@pytest.mark.parametrize("codec", ["utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-be"])
+def test_utf16_and_utf32_with_a_byte_order_mark_are_decoded_one_row_per_line(tmp_path, codec):
+    bom = {"utf-16-le": b"\xff\xfe", "utf-16-be": b"\xfe\xff", "utf-32-be": b"\x00\x00\xfe\xff"}.get(codec, b"")
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(bom + "".join(line + "\r\n" for line in LINES).encode(codec))
+    assert rows_of(path) == [(1, json.loads(LINES[0])), (2, json.loads(LINES[1]))]
+    csv_path = tmp_path / "d.csv"
+    csv_path.write_bytes(bom + 'prompt,answer\n"two\nlines",ü\n'.encode(codec))
+    assert rows_of(csv_path) == [(1, {"prompt": "two\nlines", "answer": "ü"})]
+    json_path = tmp_path / "d.json"
+    json_path.write_bytes(bom + json.dumps([json.loads(line) for line in LINES]).encode(codec))
+    assert [row for row, _ in rows_of(json_path)] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("codec", "looks_like"),
+    [
+        ("utf-16-le", "UTF-16 LE without a BOM"),
+        ("utf-16-be", "UTF-16 BE without a BOM"),
+        ("utf-32-le", "UTF-32 LE without a BOM"),
+        ("utf-32-be", "UTF-32 BE without a BOM"),
+    ],
+)
+def test_utf16_and_utf32_without_a_mark_fail_the_file_naming_the_encoding(tmp_path, codec, looks_like):
+    for name in ("d.jsonl", "d.csv"):
+        (tmp_path / name).write_bytes("\n".join(LINES).encode(codec))
+        with pytest.raises(DataError) as caught:
+            list(iter_records(tmp_path / name))
+        assert str(caught.value).startswith(f"{name}: not UTF-8 text: looks like {looks_like} (byte ")
+        assert "line 1)" in str(caught.value)
+
+
+def test_random_bytes_fail_the_file_as_binary_data_at_once(tmp_path):
+    import random
+
+    path = tmp_path / "random.jsonl"
+    path.write_bytes(b'{"prompt": "a"}\n' + random.Random(0).randbytes(1 << 20))
+    with pytest.raises(DataError, match=r"^random.jsonl: not UTF-8 text: looks like binary data \(byte \d+, line "):
+        next(iter_records(path))  # before the first row: the file's head shows it
+
+
+def test_latin1_lines_are_bad_rows_that_say_what_they_look_like(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(b'{"prompt": "plain"}\n{"prompt": "caf\xe9"}\n')
+    (_, good), (_, bad) = iter_records(path)
+    assert good == {"prompt": "plain"}
+    assert str(bad) == (
+        "d.jsonl line 2: not UTF-8 text (invalid continuation byte at byte 15; looks like Latin-1/Windows-1252)"
+    )
+    (tmp_path / "d.csv").write_bytes(b"prompt\ncaf\xe9\n")
+    with pytest.raises(DataError, match=r"^d.csv line 2: not UTF-8 text \(.* looks like Latin-1/Windows-1252\)$"):
+        list(iter_records(tmp_path / "d.csv"))
+
+
+def test_a_utf16_file_broken_half_way_fails_naming_the_line(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(
+        b"\xff\xfe" + "".join(x + "\n" for x in LINES).encode("utf-16-le") + b"\x00\xd8"
+    )  # a lone surrogate
+    with pytest.raises(DataError, match=r"^d.jsonl line 3: not valid UTF-16 LE text"):
+        list(iter_records(path))
+
+
 # ---------------------------------------------------------------- Parquet
 
 
@@ -182,6 +250,30 @@ def test_a_folder_of_data_files_is_split_by_file_and_folder_names(tmp_path):
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "questions.jsonl").write_text('{"prompt": "e"}\n')  # no split named: all is train
     assert rows_of(tmp_path / "plain") == [(1, {"prompt": "e"})]
+
+
+def test_a_folder_reads_only_data_files_never_a_models_config_or_tokenizer(tmp_path):
+    folder = tmp_path / "project"
+    model = folder / "tiny-model"
+    model.mkdir(parents=True)
+    for name in ("config.json", "tokenizer.json", "generation_config.json", "model.safetensors.index.json"):
+        (model / name).write_text('{"vocab_size": 64}\n')
+    (model / "model.safetensors").write_bytes(b"\x00" * 16)
+    (model / "notes.jsonl").write_text('{"prompt": "a model folder holds no rows"}\n')
+    (folder / "special_tokens_map.json").write_text('{"eos_token": "</s>"}\n')
+    (folder / "README.md").write_text("# questions\n")
+    (folder / "questions.jsonl").write_text('{"prompt": "q"}\n')
+    assert rows_of(folder) == [(1, {"prompt": "q"})]
+    (folder / "questions.jsonl").unlink()
+    with pytest.raises(DataError) as caught:
+        iter_records(folder)
+    assert str(caught.value) == (
+        "project: no data files in the folder (looked for .jsonl, .json, .ndjson, .csv, .parquet, .arrow); "
+        "tiny-model holds a model, not rows"
+    )
+    with pytest.raises(DataError, match=r"^tiny-model: no data files .*; the folder holds a model, not rows$"):
+        iter_records(model)
+    assert rows_of(model / "notes.jsonl") == [(1, {"prompt": "a model folder holds no rows"})]  # a chosen file
 
 
 # ---------------------------------------------------------------- the run's side

@@ -42,12 +42,14 @@ class DatasetsTest(StudioTestCase):
         self.assertEqual(response.status_code, 201, response.content)
         self.assertEqual(response.json()["row_count"], 6)
 
-    def test_a_large_upload_is_streamed_to_disk_not_held_in_memory(self):
+    def test_a_large_upload_is_streamed_to_disk_and_only_its_head_read_in_the_request(self):
         line = b'{"prompt": "' + b"x" * 1000 + b'", "answer": "1"}\n'
         with self.settings(FILE_UPLOAD_MAX_MEMORY_SIZE=64 * 1024):
             response = self.upload("big.jsonl", line * 3000)  # ~3 MB, over the in-memory limit
         self.assertEqual(response.status_code, 201, response.content)
-        self.assertEqual(response.json()["row_count"], 3000)
+        data = response.json()
+        self.assertEqual((data["status"], data["row_count"], data["size_bytes"]), ("checking", 1000, len(line) * 3000))
+        self.assertEqual(Path(data["path"]).stat().st_size, len(line) * 3000)  # the rest: test_full_check.py
 
     def test_it_registers_a_server_side_file_and_a_hugging_face_folder(self):
         path = write_jsonl(self.tmp / "server.jsonl", ROWS)
@@ -134,7 +136,7 @@ class DatasetsTest(StudioTestCase):
     def test_an_unknown_extension_is_refused_with_the_file_named(self):
         response = self.upload("data.txt", b"hello")
         self.assertEqual(response.status_code, 400)
-        self.assertIn("data.txt", response.json()["path"][0])
+        self.assertIn("data.txt", response.json()["file"][0])
 
     def test_preview_returns_the_first_rows(self):
         response = self.client_for(self.carol).get(f"/api/datasets/{self.dataset.pk}/preview/?limit=1")
