@@ -23,6 +23,7 @@ from studio.runs import rollout_query
 from studio.runs.models import Rollout, RolloutScore, Run
 from studio.runs.panels import panel_for
 from studio.sharing.client_rules import client_rules
+from tests.studio.records import prompt_of
 from tests.studio.runs.test_metric_panels import trainer_metric_keys
 
 NODE = shutil.which("node")
@@ -248,7 +249,7 @@ def test_a_live_rollout_passes_the_filters_exactly_when_the_server_would_list_it
     rows = []
     for i in range(12):
         scores = {"correct": (i % 3) / 2} | ({"style": (i % 4) / 4} if i % 2 else {})
-        row = Rollout.objects.create(run=run, step=i // 2, prompt_id=f"p{i // 2}", sample_index=i % 2, prompt="",
+        row = Rollout.objects.create(run=run, step=i // 2, prompt_id=f"p{i // 2}", sample_index=i % 2, run_prompt=prompt_of(run, ""),
                                      completion="x", preview="x", reward=[0.0, 0.5, 1.0][i % 3],
                                      finish_reason="length" if i % 4 == 0 else "stop", trained=i % 5 != 0,
                                      scores={c: {"score": v} for c, v in scores.items()})  # fmt: skip

@@ -47,6 +47,7 @@ from studio.runs.models import Checkpoint, Rollout, Run
 from studio.sharing.models import Note, ShareLink
 from tests.studio import people
 from tests.studio.base import RUBRIC, StudioTestCase
+from tests.studio.records import prompt_of
 
 ROLES = ("owner", "editor", "viewer", "outsider", "anonymous")
 USERS = people.BY_ROLE
@@ -175,7 +176,7 @@ class StudioCells(StudioTestCase):
     def setUp(self) -> None:
         super().setUp()
         self.run = self.make_run(state="running")
-        self.rollout = Rollout.objects.create(run=self.run, step=1, prompt_id="p0", sample_index=0, prompt="2+2?",
+        self.rollout = Rollout.objects.create(run=self.run, step=1, prompt_id="p0", sample_index=0, run_prompt=prompt_of(self.run, "2+2?"),
                                               completion="4", preview="4", reward=1.0)  # fmt: skip
         self.guest_link = ShareLink.objects.create(run=self.run, created_by=self.alice)
 
