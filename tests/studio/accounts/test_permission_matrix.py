@@ -150,6 +150,7 @@ API_POLICY = [
     row("GET",    "/api/runs/{run}/events/",                       200,  200,  200,  404,  403, guest=403),
     row("GET",    "/api/runs/{run}/rollouts/",                     200,  200,  200,  404,  403, guest=200),
     row("GET",    "/api/runs/{run}/rollouts/{rollout}/",           200,  200,  200,  404,  403, guest=200),
+    row("GET",    "/api/runs/{run}/rollouts/{rollout}/text/?field=prompt", 200, 200, 200, 404, 403, guest=200),
     row("GET",    "/api/runs/{run}/metrics/",                      200,  200,  200,  404,  403, guest=200),
     row("GET",    "/api/compare/?runs={run}",                      200,  200,  200,  404,  403, guest=403),
     # --- notes: members read; owners and editors write; the author or an owner deletes
@@ -328,7 +329,7 @@ class PermissionMatrixTest(StudioCells):
         for row in (r for r in API_POLICY if r.guest == 200):
             with self.subTest(endpoint=str(row)):
                 url, _ = self.fill(row, "anonymous")
-                response = APIClient().get(f"{url}?share={self.guest_link.token}")
+                response = APIClient().get(url + ("&" if "?" in url else "?") + f"share={self.guest_link.token}")
                 self.assertEqual(response.status_code, 404)
 
     def test_the_fleet_is_shown_to_members_of_any_team_only(self):
