@@ -129,6 +129,60 @@ def test_the_inspector_shows_a_rollout_once_when_the_page_and_the_socket_both_br
     assert len(ids) == 4
 
 
+def test_live_rollouts_flow_in_at_the_top_and_wait_behind_the_banner_when_scrolled_away(tmp_path):
+    got = run_js(
+        tmp_path,
+        FAKE_DOM
+        + f"""
+        const {{ Inspector }} = await import("./inspector.js");
+        const api = {{ get: async () => ({{ results: {json.dumps([rollout(2, 1), rollout(1, 1)])}, next_cursor: null }}) }};
+        const inspector = new Inspector(root, {{ api, runId: 1, rules }});
+        await inspector.reload();
+        const list = root.querySelector("[data-rollout-list]");
+        const seen = () => ({{ ids: inspector.items.map((it) => it.id), banner: inspector.banner.hidden ? null : inspector.banner.textContent }});
+        const out = [];
+        inspector.onLive({json.dumps([rollout(3, 2), rollout(4, 2)])});  // at the top: straight in, newest first
+        out.push(seen());
+        list.scrollTop = 300;  // reading further down: the rows stay put
+        inspector.onLive({json.dumps([rollout(5, 3), rollout(6, 3)])});
+        out.push(seen());
+        inspector.showUnseen();  // the banner's click (or scrolling back up)
+        out.push(seen(), list.scrollTop);
+        console.log(JSON.stringify(out));
+        """,
+    )
+    at_top, scrolled, shown, scroll_top = got
+    assert at_top == {"ids": [4, 3, 2, 1], "banner": None}
+    assert scrolled == {"ids": [4, 3, 2, 1], "banner": "2 new rollouts match: show them"}
+    assert (shown, scroll_top) == ({"ids": [6, 5, 4, 3, 2, 1], "banner": None}, 0)
+
+
+def test_with_a_text_filter_the_banner_counts_only_the_live_rollouts_the_server_matches(tmp_path):
+    # A summary carries previews only, so the server says which new rollouts hold the text; the
+    # banner once counted every new rollout whenever a text filter was set.
+    got = run_js(
+        tmp_path,
+        FAKE_DOM
+        + f"""
+        globalThis.FormData = class {{ get(name) {{ return name === "q" ? "needle" : null; }} }};
+        const {{ Inspector }} = await import("./inspector.js");
+        const asked = [];
+        const api = {{ get: async (path, params) => {{
+          asked.push(params);
+          return {{ results: params.step_min === undefined ? [] : {json.dumps([rollout(7, 4), rollout(2, 4)])}, next_cursor: null }};
+        }} }};
+        const inspector = new Inspector(root, {{ api, runId: 1, rules }});
+        await inspector.reload();
+        root.querySelector("[data-rollout-list]").scrollTop = 300;
+        inspector.onLive({json.dumps([rollout(7, 4), rollout(8, 4), rollout(9, 4)])});
+        await inspector.searching;
+        console.log(JSON.stringify({{ asked: asked[1], banner: inspector.banner.textContent, held: inspector.held.map((it) => it.id) }}));
+        """,
+    )
+    assert got["asked"]["q"] == "needle" and (got["asked"]["step_min"], got["asked"]["step_max"]) == (4, 4)
+    assert got["banner"] == "1 new rollout matches: show them" and got["held"] == [7]
+
+
 CURVES_STUBS = """
 globalThis.window = { addEventListener() {} };
 globalThis.requestAnimationFrame = (callback) => callback();
