@@ -157,6 +157,32 @@ def test_live_rollouts_flow_in_at_the_top_and_wait_behind_the_banner_when_scroll
     assert (shown, scroll_top) == ({"ids": [6, 5, 4, 3, 2, 1], "banner": None}, 0)
 
 
+def test_a_long_live_list_drops_its_oldest_rows_and_load_more_goes_on_from_the_last_kept(tmp_path):
+    first_page = [rollout(1000 - i, (1000 - i) // 8) for i in range(499)]  # ids 1000..502, steps 125..62
+    got = run_js(
+        tmp_path,
+        FAKE_DOM
+        + f"""
+        const {{ Inspector }} = await import("./inspector.js");
+        const asked = [];
+        const api = {{ get: async (path, params) => {{
+          asked.push(params);
+          return asked.length === 1 ? {{ results: {json.dumps(first_page)}, next_cursor: "c1" }}
+                                    : {{ results: {json.dumps([rollout(498, 62), rollout(497, 62), rollout(490, 61)])}, next_cursor: null }};
+        }} }};
+        const inspector = new Inspector(root, {{ api, runId: 1, rules }});
+        await inspector.reload();
+        inspector.onLive({json.dumps([rollout(1001 + i, 126) for i in range(8)])});
+        const kept = inspector.items.length, last = inspector.items.at(-1).id;
+        await inspector.loadMore();
+        console.log(JSON.stringify({{ kept, last, asked: asked[1], ids: inspector.items.slice(-4).map((it) => it.id) }}));
+        """,
+    )
+    assert (got["kept"], got["last"]) == (500, 509)  # the 8 new on top, the 7 oldest gone
+    assert got["asked"]["step_max"] == 63 and "cursor" not in got["asked"]  # rollout 509's step
+    assert got["ids"] == [509, 498, 497, 490]  # the gone ones come back in order, none twice
+
+
 def test_with_a_text_filter_the_banner_counts_only_the_live_rollouts_the_server_matches(tmp_path):
     # A summary carries previews only, so the server says which new rollouts hold the text; the
     # banner once counted every new rollout whenever a text filter was set.

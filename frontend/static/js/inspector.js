@@ -7,8 +7,8 @@
 import { esc, fmt, needRules } from "./api.js";
 
 const PAGE = 50;
-// Live rollouts go straight into the list until it holds this many rows; past that the list
-// starts again from the newest page, so a long live run never makes it unbounded.
+// The list holds at most this many rows while live rollouts flow in at its top: the oldest rows go
+// (and "Load more" brings them back), so a long live run never makes it unbounded.
 const LIVE_ROWS_MAX = 500;
 // The list counts as scrolled to the top within this many pixels of it: new rollouts flow in
 // there; further down they wait behind the banner, so the rows being read do not move.
@@ -83,9 +83,12 @@ export class Inspector {
     this.nextCursor = null;
     this.held = []; // live rollouts that match, waiting (newest first) while the list is scrolled away from the top
     this.unseen = 0; // matching live rollouts the banner counts: `held`, or those a reload would bring
-    this.generation = 0; // bumped by reload: an answer for older filters is dropped
+    this.version = 0; // bumped by reload and trimTail: a page asked for an older list is dropped
+    this.reloads = 0; // a live check asked under older filters is dropped
     this.searching = null; // the server check of live rollouts against a text filter, one at a time
     this.searchQueue = [];
+    this.resumeParams = {}; // after rows were trimmed: the bound the next pages keep (see trimTail)
+    this.canResume = false; // rows were trimmed and no page has been loaded past them yet
     this.loading = null;
     this.noteMarks = ""; // "rollout:tag|..." of the notes last seen, to tell a change from a re-render
     this.fillCriteria();
@@ -143,7 +146,7 @@ export class Inspector {
     const next = Math.max(0, Math.min(this.items.length - 1, this.selected + delta));
     // While the detail is open, moving also opens the next rollout: read them one after another.
     this.select(next, this.openId !== null);
-    if (next >= this.items.length - 5 && this.nextCursor) this.loadMore();
+    if (next >= this.items.length - 5 && (this.nextCursor || this.canResume)) this.loadMore();
   }
 
   params() {
@@ -205,39 +208,50 @@ export class Inspector {
   }
 
   async reload() {
-    this.generation += 1;
+    this.version += 1;
+    this.reloads += 1;
     this.items = [];
     this.ids.clear();
     this.selected = -1;
     this.nextCursor = null;
     this.held = [];
     this.searchQueue = [];
+    this.resumeParams = {};
+    this.canResume = false;
     this.setUnseen(0);
     this.tbody.innerHTML = "";
     await this.loadMore(true);
   }
 
+  // The next page, or the first (`first`: a reload). A page asked for before the list was reloaded
+  // or trimmed no longer follows its last row, and is dropped.
   async loadMore(first = false) {
-    if (this.loading) return this.loading;
-    if (!first && !this.nextCursor) return;
-    const params = { ...this.params(), limit: PAGE };
-    if (!first) params.cursor = this.nextCursor;
+    if (this.loading && !first) return this.loading;
+    if (!first && !this.nextCursor && !this.canResume) return;
+    const params = { ...this.params(), ...this.resumeParams, limit: PAGE };
+    if (!first && this.nextCursor) params.cursor = this.nextCursor;
+    this.canResume = false;
+    const version = this.version;
     this.root.classList.add("is-loading");
-    this.loading = this.api
+    const request = this.api
       .get(`/api/runs/${this.runId}/rollouts/`, params)
       .then((page) => {
+        if (version !== this.version) return;
         this.nextCursor = page.next_cursor || null;
         this.append(page.results, false);
       })
       .catch((err) => {
+        if (version !== this.version) return;
         this.tbody.insertAdjacentHTML("beforeend", `<tr class="error"><td colspan="8">${esc(err.message)}</td></tr>`);
       })
       .finally(() => {
+        if (this.loading !== request) return;
         this.loading = null;
         this.root.classList.remove("is-loading");
-        this.more.hidden = !this.nextCursor;
+        this.more.hidden = !this.nextCursor && !this.canResume;
       });
-    return this.loading;
+    this.loading = request;
+    return request;
   }
 
   // Rows already listed are skipped: the websocket's cursor comes from the metrics response
@@ -296,7 +310,7 @@ export class Inspector {
   }
 
   showCount() {
-    this.count.textContent = `${this.items.length}${this.nextCursor ? "+" : ""} shown`;
+    this.count.textContent = `${this.items.length}${this.nextCursor || this.canResume ? "+" : ""} shown`;
   }
 
   indexOf(rolloutId) {
@@ -323,16 +337,13 @@ export class Inspector {
     const newestFirst = (params.order || this.rules.default_order) === NEWEST_FIRST;
     const newest = [...fits].sort((a, b) => b.step - a.step || b.id - a.id);
     if (newestFirst && this.atTop() && !this.held.length) {
-      if (this.items.length + newest.length > LIVE_ROWS_MAX) {
-        this.reload(); // the newest page, which holds these
-        return;
-      }
       for (const it of newest) it._new = true;
       this.append(newest, true);
+      this.trimTail(LIVE_ROWS_MAX);
       // Flash once: a row rendered again later (notes changed) must not restart the animation.
       for (const it of newest) delete it._new;
     } else {
-      if (newestFirst) this.held = [...newest, ...this.held];
+      if (newestFirst) this.held = [...newest, ...this.held].slice(0, LIVE_ROWS_MAX);
       this.setUnseen(this.unseen + newest.length);
     }
   }
@@ -340,15 +351,40 @@ export class Inspector {
   // The banner: held rollouts go in at the top (the list scrolls there); in any other order the
   // new rollouts have no one place in the list, and a reload fetches it again.
   showUnseen() {
-    if (!this.held.length || this.items.length + this.held.length > LIVE_ROWS_MAX) {
+    if (!this.held.length) {
       this.reload();
       return;
     }
     const held = this.held;
+    // More arrived than were held: the listed rows no longer follow the held ones, so they go.
+    const gap = this.unseen > held.length;
     this.held = [];
     this.setUnseen(0);
     this.append(held, true);
+    this.trimTail(gap ? held.length : LIVE_ROWS_MAX);
     this.listBox.scrollTop = 0;
+  }
+
+  // Keeps the first `keep` rows (the list is newest first: the oldest go). The next "Load more"
+  // goes on from the last row kept, by the step bound of the server's filters: rows of that step
+  // still listed come back from it too, and are skipped as already shown.
+  trimTail(keep) {
+    if (this.items.length <= keep) return;
+    this.version += 1;
+    const gone = this.items.splice(keep);
+    for (const it of gone) {
+      this.ids.delete(it.id);
+      this.tbody.querySelector(`tr[data-rollout-id="${it.id}"]`)?.remove();
+    }
+    if (this.selected >= this.items.length) this.selected = -1;
+    const stepMax = this.rules.bounds.find((b) => b.field === "step" && b.bound === "max").param;
+    const last = this.items[this.items.length - 1];
+    const asked = this.params()[stepMax];
+    this.resumeParams = { [stepMax]: asked === undefined ? last.step : Math.min(Number(asked), last.step) };
+    this.nextCursor = null;
+    this.canResume = true;
+    this.more.hidden = false;
+    this.showCount();
   }
 
   setUnseen(count) {
@@ -363,25 +399,26 @@ export class Inspector {
   searchLive(fits) {
     this.searchQueue.push(...fits);
     if (this.searching) return;
-    const generation = this.generation;
+    const reloads = this.reloads;
     const batch = this.searchQueue.splice(0);
     const steps = batch.map((it) => it.step);
     const params = { ...this.params(), limit: LIVE_ROWS_MAX };
-    const [lo, hi] = [Math.min(...steps), Math.max(...steps)];
-    params.step_min = Math.max(lo, Number(params.step_min ?? lo)); // the filter's bound, if narrower
-    params.step_max = Math.min(hi, Number(params.step_max ?? hi));
+    for (const { param, bound } of this.rules.bounds.filter((b) => b.field === "step")) {
+      const [own, pick] = bound === "min" ? [Math.min(...steps), Math.max] : [Math.max(...steps), Math.min];
+      params[param] = params[param] === undefined ? own : pick(own, Number(params[param])); // the filter's, if narrower
+    }
     const wanted = new Set(batch.map((it) => it.id));
     this.searching = this.api
       .get(`/api/runs/${this.runId}/rollouts/`, params)
       .then((page) => {
-        if (generation !== this.generation) return;
+        if (reloads !== this.reloads) return;
         const hits = page.results.filter((it) => wanted.has(it.id) && !this.ids.has(it.id));
         if (hits.length) this.takeLive(hits, params);
       })
       .catch(() => {}) // a failed check shows nothing new; the next reload lists them
       .finally(() => {
         this.searching = null;
-        if (this.searchQueue.length && generation === this.generation) this.searchLive([]);
+        if (this.searchQueue.length) this.searchLive([]);
       });
   }
 
