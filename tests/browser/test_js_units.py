@@ -158,7 +158,7 @@ def test_live_rollouts_flow_in_at_the_top_and_wait_behind_the_banner_when_scroll
 
 
 def test_a_long_live_list_drops_its_oldest_rows_and_load_more_goes_on_from_the_last_kept(tmp_path):
-    first_page = [rollout(1000 - i, (1000 - i) // 8) for i in range(499)]  # ids 1000..502, steps 125..62
+    first_page = [rollout(1000 - i, (1000 - i) // 8) for i in range(199)]  # ids 1000..802, steps 125..100
     got = run_js(
         tmp_path,
         FAKE_DOM
@@ -168,7 +168,7 @@ def test_a_long_live_list_drops_its_oldest_rows_and_load_more_goes_on_from_the_l
         const api = {{ get: async (path, params) => {{
           asked.push(params);
           return asked.length === 1 ? {{ results: {json.dumps(first_page)}, next_cursor: "c1" }}
-                                    : {{ results: {json.dumps([rollout(498, 62), rollout(497, 62), rollout(490, 61)])}, next_cursor: null }};
+                                    : {{ results: {json.dumps([rollout(808, 101), rollout(807, 100), rollout(790, 98)])}, next_cursor: null }};
         }} }};
         const inspector = new Inspector(root, {{ api, runId: 1, rules }});
         await inspector.reload();
@@ -178,9 +178,35 @@ def test_a_long_live_list_drops_its_oldest_rows_and_load_more_goes_on_from_the_l
         console.log(JSON.stringify({{ kept, last, asked: asked[1], ids: inspector.items.slice(-4).map((it) => it.id) }}));
         """,
     )
-    assert (got["kept"], got["last"]) == (500, 509)  # the 8 new on top, the 7 oldest gone
-    assert got["asked"]["step_max"] == 63 and "cursor" not in got["asked"]  # rollout 509's step
-    assert got["ids"] == [509, 498, 497, 490]  # the gone ones come back in order, none twice
+    assert (got["kept"], got["last"]) == (200, 809)  # the 8 new on top, the 7 oldest gone (at most 200 rows)
+    assert got["asked"]["step_max"] == 101 and "cursor" not in got["asked"]  # rollout 809's step
+    assert got["ids"] == [809, 808, 807, 790]  # the gone ones come back after it
+
+
+def test_show_all_joins_the_windows_of_a_cut_prompt_message_by_message(tmp_path):
+    windows = [
+        {"value": [{"role": "system", "content": "ab"}, {"role": "user", "content": "Q?"}], "next_offset": 2},
+        {"value": [{"role": "system", "content": "cd"}, {"role": "user", "content": ""}], "next_offset": None},
+    ]
+    got = run_js(
+        tmp_path,
+        FAKE_DOM
+        + f"""
+        const {{ Inspector }} = await import("./inspector.js");
+        const windows = {json.dumps(windows)}, asked = [];
+        const api = {{ get: async (path, params) => {{ asked.push([path, params]); return windows[asked.length - 1]; }} }};
+        const inspector = new Inspector(root, {{ api, runId: 1, rules }});
+        inspector.openId = 7;
+        const block = {{ innerHTML: "cut" }};
+        const button = {{ dataset: {{ showAll: "prompt", rollout: "7" }}, closest: () => ({{ querySelector: () => block }}),
+                          remove() {{ this.removed = true; }} }};
+        await inspector.showAll(button);
+        console.log(JSON.stringify({{ asked, html: block.innerHTML, removed: Boolean(button.removed) }}));
+        """,
+    )
+    assert got["asked"] == [["/api/runs/1/rollouts/7/text/", {"field": "prompt", "offset": 0}],
+                            ["/api/runs/1/rollouts/7/text/", {"field": "prompt", "offset": 2}]]  # fmt: skip
+    assert "<pre>abcd</pre>" in got["html"] and "<pre>Q?</pre>" in got["html"] and got["removed"]
 
 
 def test_with_a_text_filter_the_banner_counts_only_the_live_rollouts_the_server_matches(tmp_path):

@@ -8,8 +8,9 @@ import { esc, fmt, needRules } from "./api.js";
 
 const PAGE = 50;
 // The list holds at most this many rows while live rollouts flow in at its top: the oldest rows go
-// (and "Load more" brings them back), so a long live run never makes it unbounded.
-const LIVE_ROWS_MAX = 500;
+// (and "Load more" brings them back), so a long live run never makes it unbounded. Each insert
+// lays out the whole table again, so fewer rows cost less: 200 is ten screens of the list.
+const LIVE_ROWS_MAX = 200;
 // The list counts as scrolled to the top within this many pixels of it: new rollouts flow in
 // there; further down they wait behind the banner, so the rows being read do not move.
 const TOP_SLACK_PX = 4;
