@@ -74,6 +74,13 @@ def test_the_detail_caps_each_text_and_says_what_was_cut(api, carol, run, long_g
     assert len(response.content) < 8 * TEXT_CAP  # not 5 MB
 
 
+def test_a_share_link_guest_gets_the_same_caps(api, alice, run, long_group):
+    link = ShareLink.objects.create(run=run, created_by=alice)
+    body = api.get(f"/api/runs/{run.pk}/rollouts/{long_group[0].pk}/?share={link.token}").json()
+    assert body["truncated"] == {"prompt": BIG + len(QUESTION), "completion": 50_000}
+    assert len(body["completion"]) == TEXT_CAP
+
+
 def test_a_short_rollout_comes_whole_with_nothing_truncated(api, alice, run, rollout):
     api.force_authenticate(alice)
     body = api.get(f"/api/runs/{run.pk}/rollouts/{rollout.pk}/").json()
