@@ -17,8 +17,17 @@ from typing import Any
 
 from django.db import transaction
 
-from studio.runs import events
-from studio.runs.models import PREVIEW_CHARS, RUNNING, WARNING_CHARS, Checkpoint, MetricPoint, RolloutScore, Run
+from studio.runs import events, prompts, texts
+from studio.runs.models import (
+    PREVIEW_CHARS,
+    RUNNING,
+    WARNING_CHARS,
+    Checkpoint,
+    MetricPoint,
+    RolloutScore,
+    Run,
+    RunPrompt,
+)
 from studio.runs.models import Rollout as RolloutRow
 from trainers.report import Rollout
 
@@ -36,14 +45,6 @@ def without_nul(value: Any) -> Any:
     if isinstance(value, dict):
         return {without_nul(k): without_nul(v) for k, v in value.items()}
     return value
-
-
-def completion_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "\n".join(str(turn.get("content", "")) if isinstance(turn, dict) else str(turn) for turn in value)
-    return str(value)
 
 
 class DatabaseReporter:
@@ -111,7 +112,10 @@ class DatabaseReporter:
             )
             return ("metrics", step, {"values": payload})
         if kind == "rollouts":
-            rows = RolloutRow.objects.bulk_create(self._rollout_row(r) for r in payload)
+            run_prompts = self._prompts(payload)
+            rows = RolloutRow.objects.bulk_create(
+                self._rollout_row(r, p) for r, p in zip(payload, run_prompts, strict=True)
+            )
             RolloutScore.objects.bulk_create(
                 RolloutScore(rollout_id=row.pk, run_id=self.run_id, criterion=name, score=s["score"])
                 for row in rows
@@ -124,9 +128,17 @@ class DatabaseReporter:
             Run.objects.filter(pk=self.run_id).update(warning=payload["message"][:WARNING_CHARS])
         return (kind, step, payload)
 
-    def _rollout_row(self, rollout: Rollout) -> RolloutRow:
+    def _prompts(self, rollouts: list[Rollout]) -> list[RunPrompt]:
+        """The RunPrompt of each rollout, written once per distinct prompt (see studio.runs.prompts)."""
+        cleaned: dict[int, Any] = {}  # by object: a group's samples carry the same prompt object
+        for r in rollouts:
+            if id(r.prompt) not in cleaned:
+                cleaned[id(r.prompt)] = without_nul(r.prompt)
+        return prompts.upsert(self.run_id, [cleaned[id(r.prompt)] for r in rollouts])
+
+    def _rollout_row(self, rollout: Rollout, run_prompt: RunPrompt) -> RolloutRow:
         completion = without_nul(rollout.completion)
-        text = completion_text(completion)
+        text = texts.plain(completion)
         scores = without_nul(
             {
                 name: {"score": float(s.score), "explanation": s.explanation, "error": s.error}
@@ -135,7 +147,7 @@ class DatabaseReporter:
         )
         return RolloutRow(
             run_id=self.run_id, step=rollout.step, prompt_id=str(rollout.prompt_id), sample_index=rollout.sample_index,
-            prompt=without_nul(rollout.prompt), completion=completion, preview=text[:PREVIEW_CHARS],
+            run_prompt=run_prompt, completion=completion, preview=text[:PREVIEW_CHARS],
             reward=float(rollout.reward), advantage=float(rollout.advantage), num_tokens=int(rollout.num_tokens),
             finish_reason=rollout.finish_reason, scores=scores, logprobs=rollout.logprobs, trained=rollout.trained,
         )  # fmt: skip

@@ -9,8 +9,8 @@ from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
 from studio.experiments import paths, specs
-from studio.lib.params import QueryError
-from studio.runs import lifecycle, rollout_query
+from studio.lib.params import QueryError, number_param
+from studio.runs import lifecycle, rollout_query, texts
 from studio.runs.access import readable_run
 from studio.runs.models import Checkpoint, Rollout, Run, RunEvent
 
@@ -41,10 +41,19 @@ class RunDetailSerializer(RunSerializer):
 
 
 class RolloutSerializer(serializers.ModelSerializer):
+    prompt = serializers.JSONField(source="run_prompt.content", help_text="Text or a list of chat messages.")
+
     class Meta:
         model = Rollout
         fields = ["id", "run", "step", "prompt_id", "sample_index", "prompt", "completion", "reward", "advantage",
                   "num_tokens", "finish_reason", "trained", "scores", "logprobs"]  # fmt: skip
+
+
+def capped(data: dict) -> dict:
+    """`data` with its prompt and completion cut to texts.TEXT_CAP characters per message, and
+    `truncated: {field: full length}` naming those cut (the rest: the rollout's text/ endpoint)."""
+    fields, truncated = texts.capped({name: data[name] for name in texts.FIELDS if name in data})
+    return {**data, **fields, "truncated": truncated}
 
 
 class CloneRunSerializer(serializers.Serializer):
@@ -142,10 +151,45 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @extend_schema(operation_id="runs_rollout_detail")
     @action(detail=True, methods=["get"], url_path=r"rollouts/(?P<rollout_id>\d+)", permission_classes=[AllowAny])
     def rollout(self, request, pk=None, rollout_id=None):
-        """One rollout in full, with `group`: the other completions of its (step, prompt_id), shown side by side."""
+        """One rollout, with `group`: the other completions of its (step, prompt_id), shown side by side.
+
+        Prompt and completion (the group's too) carry at most 20,000 characters per message;
+        `truncated` names each field cut, with its full length, to be read from `.../text/`."""
         run = readable_run(request, pk)  # members, or a live share link (read-only)
-        rollout = get_object_or_404(Rollout, run=run, pk=rollout_id)
+        rollout = get_object_or_404(Rollout.objects.select_related("run_prompt"), run=run, pk=rollout_id)
         group = Rollout.objects.filter(run=run, step=rollout.step, prompt_id=rollout.prompt_id).order_by("sample_index")
-        data = RolloutSerializer(rollout).data
-        data["group"] = [{**r.summary(), "completion": r.completion} for r in group.defer("prompt", "logprobs")]
+        group = group.select_related("run_prompt").defer("logprobs", "run_prompt__content")
+        data = capped(RolloutSerializer(rollout).data)
+        data["group"] = [capped({**r.summary(), "completion": r.completion}) for r in group]
         return Response(data)
+
+    @extend_schema(operation_id="runs_rollout_text")
+    @action(detail=True, methods=["get"], url_path=r"rollouts/(?P<rollout_id>\d+)/text", permission_classes=[AllowAny])
+    def rollout_text(self, request, pk=None, rollout_id=None):
+        """The full text of one field of a rollout, `?field=prompt|completion`, in windows: each
+        message's characters [offset, offset + limit) (limit ≤ 1,000,000), and `next_offset` while
+        any message goes on. Readable by whoever may read the rollout."""
+        run = readable_run(request, pk)  # members, or a live share link (read-only)
+        params = request.query_params
+        try:
+            field, offset, limit = _text_window(params)
+        except QueryError as exc:
+            return Response({exc.field: str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        rollout = get_object_or_404(Rollout.objects.select_related("run_prompt"), run=run, pk=rollout_id)
+        value = rollout.run_prompt.content if field == "prompt" else rollout.completion
+        window, more = texts.window(value, offset, limit)
+        return Response({"field": field, "chars": texts.chars(value), "offset": offset, "limit": limit,
+                         "value": window, "next_offset": offset + limit if more else None})  # fmt: skip
+
+
+def _text_window(params) -> tuple[str, int, int]:
+    field = params.get("field")
+    if field not in texts.FIELDS:
+        raise QueryError("field", f"must be one of {', '.join(texts.FIELDS)}")
+    offset = number_param(params, "offset", int) or 0
+    if offset < 0:
+        raise QueryError("offset", "must be 0 or more")
+    limit = number_param(params, "limit", int) or texts.WINDOW_MAX
+    if not 1 <= limit <= texts.WINDOW_MAX:
+        raise QueryError("limit", f"must be between 1 and {texts.WINDOW_MAX:,}")
+    return field, offset, limit

@@ -5,6 +5,9 @@ persisted before it is published). `MetricPoint`, `Rollout` and `RolloutScore` a
 same data in shapes that list and filter fast at 100,000 steps / 1,000,000 rollouts:
 every listing walks a composite index that starts with `run` and ends with `id`, so
 keyset pagination never sorts or counts the whole run.
+
+A rollout references its prompt (`RunPrompt`) instead of copying it: the G samples of a group
+and every step that draws the same row share one row, so a 5 MB prompt is stored once per run.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ EVENT_KINDS = (
 )
 PREVIEW_CHARS = 200
 WARNING_CHARS = 1000
+PROMPT_PREVIEW_CHARS = 120
 
 
 class Run(models.Model):
@@ -128,13 +132,35 @@ class MetricPoint(models.Model):
         indexes = [models.Index(fields=["run", "key", "step"])]
 
 
+class RunPrompt(models.Model):
+    """One distinct prompt of a run, stored once and referenced by every rollout of it.
+
+    Unique per (run, content digest), not per (run, prompt_id): the trainer's prompt_id names a
+    group within a step ("row@1" for a row drawn twice), so one text has several ids, and only
+    the content says two prompts are the same. Kept per run (not shared across runs) so a run's
+    rows go with it, and no prompt is visible outside the team that ran it.
+    Write through studio.runs.prompts.upsert, which computes digest, chars and preview.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="prompts")
+    digest = models.CharField(max_length=64, help_text="sha256 of the content as canonical JSON.")
+    content = models.JSONField(help_text="Text or a list of chat messages.")
+    chars = models.IntegerField(help_text="Characters of text in the content (every message's).")
+    preview = models.CharField(max_length=PROMPT_PREVIEW_CHARS, blank=True, help_text="Start of the last user message.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "digest"], name="one_prompt_per_run_content")]
+
+
 class Rollout(models.Model):
     id = models.BigAutoField(primary_key=True)
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="rollouts")
     step = models.IntegerField()
     prompt_id = models.CharField(max_length=200)
     sample_index = models.IntegerField()
-    prompt = models.JSONField(help_text="Text or a list of chat messages.")
+    # Not named `prompt`: its column would be `prompt_id`, which names the group already.
+    run_prompt = models.ForeignKey(RunPrompt, on_delete=models.CASCADE, related_name="rollouts")
     completion = models.JSONField(help_text="Text or a list of turns.")
     preview = models.CharField(max_length=PREVIEW_CHARS, blank=True, help_text="First characters of the completion.")
     reward = models.FloatField()
@@ -158,11 +184,15 @@ class Rollout(models.Model):
         ]
 
     def summary(self) -> dict[str, Any]:
-        """The compact form carried by websocket `rollouts` events and list endpoints."""
+        """The compact form carried by websocket `rollouts` events and list endpoints.
+
+        Reads self.run_prompt's preview: one query per rollout unless it was loaded with
+        select_related("run_prompt") (defer "run_prompt__content": the preview is all it needs)."""
         return {
             "id": self.pk,
             "step": self.step,
             "prompt_id": self.prompt_id,
+            "prompt_preview": self.run_prompt.preview,
             "sample_index": self.sample_index,
             "reward": self.reward,
             "advantage": self.advantage,

@@ -4,7 +4,8 @@ Pages are cut by (order value, id) > cursor instead of OFFSET, so page 1,000 of 
 run with a million rollouts costs what page 1 costs: an index range scan on
 (run, <order field>, id), one index per sort key (step, reward, num_tokens, advantage).
 Ties in the order value (many rollouts share a step, a length, a 0/1 reward) are broken
-by id, which is why every one of those indexes ends with it. The criterion filter goes
+by id, which is why every one of those indexes ends with it. The text search reads the
+completion and, through the run's few distinct prompts (RunPrompt), the prompt. The criterion filter goes
 through RolloutScore's (run, criterion, score) index; the note filter reads the run's
 few noted rollout ids through Note's (run, tag) index.
 """
@@ -19,7 +20,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
 from studio.lib.params import QueryError, flag_param, number_param
-from studio.runs.models import Rollout, RolloutScore
+from studio.runs.models import Rollout, RolloutScore, RunPrompt
 from studio.sharing.models import Note
 
 # ?order= value -> the field it sorts by; "-" is descending. Each field has a (run, field, id) index.
@@ -42,7 +43,7 @@ EQUALS = ("finish_reason", "prompt_id")  # ?<field>=<value>: the field equals it
 FLAGS = ("trained",)  # ?<field>=true|false, in the words of flag_param
 # ?criterion=<name>: scored on that criterion, within score_min..score_max when given.
 CRITERION, SCORE_MIN, SCORE_MAX = "criterion", "score_min", "score_max"
-TEXT = "q"  # a substring of the whole completion, any case: summaries carry only a preview
+TEXT = "q"  # a substring of the whole prompt or completion, any case: summaries carry only previews
 HAS_NOTE, NOTE_TAG = "has_note", "note_tag"
 
 
@@ -75,9 +76,7 @@ def filtered(run_id: int, params) -> QuerySet[Rollout]:
         if (params.get(name) or "").strip():
             rows = rows.filter(**{name: flag_param(params, name)})
     if params.get(TEXT):
-        rows = rows.annotate(completion_text=Cast("completion", TextField())).filter(
-            completion_text__icontains=params[TEXT]
-        )
+        rows = _with_text(rows, run_id, params[TEXT])
     criterion = params.get(CRITERION)
     score_min, score_max = number_param(params, SCORE_MIN), number_param(params, SCORE_MAX)
     if criterion:
@@ -92,6 +91,20 @@ def filtered(run_id: int, params) -> QuerySet[Rollout]:
     elif score_min is not None or score_max is not None:
         raise QueryError("criterion", "score_min/score_max need a criterion")
     return _with_notes(rows, run_id, params)
+
+
+def _with_text(rows: QuerySet[Rollout], run_id: int, text: str) -> QuerySet[Rollout]:
+    """Rollouts whose completion or prompt holds `text`, any case.
+
+    The prompts are matched first, on the run's distinct prompts (a few hundred rows where the
+    rollouts are millions; trigram-indexed on PostgreSQL, see migration 0005), and the rollouts
+    then by `run_prompt IN (those)`: never the prompt's text once per rollout.
+    """
+    prompts = RunPrompt.objects.filter(run_id=run_id).annotate(text=Cast("content", TextField()))
+    matching = prompts.filter(text__icontains=text).values("pk")
+    return rows.annotate(completion_text=Cast("completion", TextField())).filter(
+        Q(completion_text__icontains=text) | Q(run_prompt__in=matching)
+    )
 
 
 def _with_notes(rows: QuerySet[Rollout], run_id: int, params) -> QuerySet[Rollout]:
@@ -139,7 +152,8 @@ def page(run_id: int, params) -> dict[str, Any]:
                 Q(**{f"{field}__gt": value}) | Q(**{field: value, "pk__gt": pk}), **{f"{field}__gte": value}
             )
     ordering = [f"-{field}", "-pk"] if descending else [field, "pk"]
-    items = list(rows.order_by(*ordering).defer("prompt", "completion", "logprobs")[: limit + 1])
+    rows = rows.select_related("run_prompt").defer("completion", "logprobs", "run_prompt__content")
+    items = list(rows.order_by(*ordering)[: limit + 1])
     next_cursor = None
     if len(items) > limit:
         items = items[:limit]

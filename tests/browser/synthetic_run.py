@@ -30,6 +30,7 @@ from django.db import transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from studio.accounts.models import OWNER, Team  # noqa: E402
+from studio.runs import prompts  # noqa: E402
 from studio.runs.events import record  # noqa: E402
 from studio.runs.models import MetricPoint, Rollout, RolloutScore, Run  # noqa: E402
 
@@ -80,6 +81,10 @@ def rollouts_at(run: Run, step: int, rng: random.Random) -> list[Rollout]:
     for p in range(PROMPTS_PER_STEP):
         a, b = rng.randint(2, 60), rng.randint(2, 60)
         prompt_id = f"add-{(step * PROMPTS_PER_STEP + p) % 500:03d}"
+        [run_prompt] = prompts.upsert(run.pk, [[
+            {"role": "system", "content": "Think, then answer inside <answer></answer>."},
+            {"role": "user", "content": f"What is {a} + {b}?"},
+        ]])  # fmt: skip
         group = []
         for sample in range(GROUP):
             right = rng.random() < min(0.9, 0.1 + step / 200)
@@ -97,10 +102,7 @@ def rollouts_at(run: Run, step: int, rng: random.Random) -> list[Rollout]:
                     step=step,
                     prompt_id=prompt_id,
                     sample_index=sample,
-                    prompt=[
-                        {"role": "system", "content": "Think, then answer inside <answer></answer>."},
-                        {"role": "user", "content": f"What is {a} + {b}?"},
-                    ],
+                    run_prompt=run_prompt,
                     completion=text,
                     preview=text[:200],
                     reward=correct + 0.2 * fmt,

@@ -23,6 +23,7 @@ from studio.runs import rollout_query
 from studio.runs.models import Rollout, RolloutScore, Run
 from studio.runs.panels import panel_for
 from studio.sharing.client_rules import client_rules
+from tests.studio.records import prompt_of
 from tests.studio.runs.test_metric_panels import trainer_metric_keys
 
 NODE = shutil.which("node")
@@ -126,6 +127,112 @@ def test_the_inspector_shows_a_rollout_once_when_the_page_and_the_socket_both_br
     )
     assert sorted(ids, reverse=True) == [4, 3, 2, 1] == sorted(set(ids), reverse=True)
     assert len(ids) == 4
+
+
+def test_live_rollouts_flow_in_at_the_top_and_wait_behind_the_banner_when_scrolled_away(tmp_path):
+    got = run_js(
+        tmp_path,
+        FAKE_DOM
+        + f"""
+        const {{ Inspector }} = await import("./inspector.js");
+        const api = {{ get: async () => ({{ results: {json.dumps([rollout(2, 1), rollout(1, 1)])}, next_cursor: null }}) }};
+        const inspector = new Inspector(root, {{ api, runId: 1, rules }});
+        await inspector.reload();
+        const list = root.querySelector("[data-rollout-list]");
+        const seen = () => ({{ ids: inspector.items.map((it) => it.id), banner: inspector.banner.hidden ? null : inspector.banner.textContent }});
+        const out = [];
+        inspector.onLive({json.dumps([rollout(3, 2), rollout(4, 2)])});  // at the top: straight in, newest first
+        out.push(seen());
+        list.scrollTop = 300;  // reading further down: the rows stay put
+        inspector.onLive({json.dumps([rollout(5, 3), rollout(6, 3)])});
+        out.push(seen());
+        inspector.showUnseen();  // the banner's click (or scrolling back up)
+        out.push(seen(), list.scrollTop);
+        console.log(JSON.stringify(out));
+        """,
+    )
+    at_top, scrolled, shown, scroll_top = got
+    assert at_top == {"ids": [4, 3, 2, 1], "banner": None}
+    assert scrolled == {"ids": [4, 3, 2, 1], "banner": "2 new rollouts match: show them"}
+    assert (shown, scroll_top) == ({"ids": [6, 5, 4, 3, 2, 1], "banner": None}, 0)
+
+
+def test_a_long_live_list_drops_its_oldest_rows_and_load_more_goes_on_from_the_last_kept(tmp_path):
+    first_page = [rollout(1000 - i, (1000 - i) // 8) for i in range(199)]  # ids 1000..802, steps 125..100
+    got = run_js(
+        tmp_path,
+        FAKE_DOM
+        + f"""
+        const {{ Inspector }} = await import("./inspector.js");
+        const asked = [];
+        const api = {{ get: async (path, params) => {{
+          asked.push(params);
+          return asked.length === 1 ? {{ results: {json.dumps(first_page)}, next_cursor: "c1" }}
+                                    : {{ results: {json.dumps([rollout(808, 101), rollout(807, 100), rollout(790, 98)])}, next_cursor: null }};
+        }} }};
+        const inspector = new Inspector(root, {{ api, runId: 1, rules }});
+        await inspector.reload();
+        inspector.onLive({json.dumps([rollout(1001 + i, 126) for i in range(8)])});
+        const kept = inspector.items.length, last = inspector.items.at(-1).id;
+        await inspector.loadMore();
+        console.log(JSON.stringify({{ kept, last, asked: asked[1], ids: inspector.items.slice(-4).map((it) => it.id) }}));
+        """,
+    )
+    assert (got["kept"], got["last"]) == (200, 809)  # the 8 new on top, the 7 oldest gone (at most 200 rows)
+    assert got["asked"]["step_max"] == 101 and "cursor" not in got["asked"]  # rollout 809's step
+    assert got["ids"] == [809, 808, 807, 790]  # the gone ones come back after it
+
+
+def test_show_all_joins_the_windows_of_a_cut_prompt_message_by_message(tmp_path):
+    windows = [
+        {"value": [{"role": "system", "content": "ab"}, {"role": "user", "content": "Q?"}], "next_offset": 2},
+        {"value": [{"role": "system", "content": "cd"}, {"role": "user", "content": ""}], "next_offset": None},
+    ]
+    got = run_js(
+        tmp_path,
+        FAKE_DOM
+        + f"""
+        const {{ Inspector }} = await import("./inspector.js");
+        const windows = {json.dumps(windows)}, asked = [];
+        const api = {{ get: async (path, params) => {{ asked.push([path, params]); return windows[asked.length - 1]; }} }};
+        const inspector = new Inspector(root, {{ api, runId: 1, rules }});
+        inspector.openId = 7;
+        const block = {{ innerHTML: "cut" }};
+        const button = {{ dataset: {{ showAll: "prompt", rollout: "7" }}, closest: () => ({{ querySelector: () => block }}),
+                          remove() {{ this.removed = true; }} }};
+        await inspector.showAll(button);
+        console.log(JSON.stringify({{ asked, html: block.innerHTML, removed: Boolean(button.removed) }}));
+        """,
+    )
+    assert got["asked"] == [["/api/runs/1/rollouts/7/text/", {"field": "prompt", "offset": 0}],
+                            ["/api/runs/1/rollouts/7/text/", {"field": "prompt", "offset": 2}]]  # fmt: skip
+    assert "<pre>abcd</pre>" in got["html"] and "<pre>Q?</pre>" in got["html"] and got["removed"]
+
+
+def test_with_a_text_filter_the_banner_counts_only_the_live_rollouts_the_server_matches(tmp_path):
+    # A summary carries previews only, so the server says which new rollouts hold the text; the
+    # banner once counted every new rollout whenever a text filter was set.
+    got = run_js(
+        tmp_path,
+        FAKE_DOM
+        + f"""
+        globalThis.FormData = class {{ get(name) {{ return name === "q" ? "needle" : null; }} }};
+        const {{ Inspector }} = await import("./inspector.js");
+        const asked = [];
+        const api = {{ get: async (path, params) => {{
+          asked.push(params);
+          return {{ results: params.step_min === undefined ? [] : {json.dumps([rollout(7, 4), rollout(2, 4)])}, next_cursor: null }};
+        }} }};
+        const inspector = new Inspector(root, {{ api, runId: 1, rules }});
+        await inspector.reload();
+        root.querySelector("[data-rollout-list]").scrollTop = 300;
+        inspector.onLive({json.dumps([rollout(7, 4), rollout(8, 4), rollout(9, 4)])});
+        await inspector.searching;
+        console.log(JSON.stringify({{ asked: asked[1], banner: inspector.banner.textContent, held: inspector.held.map((it) => it.id) }}));
+        """,
+    )
+    assert got["asked"]["q"] == "needle" and (got["asked"]["step_min"], got["asked"]["step_max"]) == (4, 4)
+    assert got["banner"] == "1 new rollout matches: show them" and got["held"] == [7]
 
 
 CURVES_STUBS = """
@@ -248,7 +355,7 @@ def test_a_live_rollout_passes_the_filters_exactly_when_the_server_would_list_it
     rows = []
     for i in range(12):
         scores = {"correct": (i % 3) / 2} | ({"style": (i % 4) / 4} if i % 2 else {})
-        row = Rollout.objects.create(run=run, step=i // 2, prompt_id=f"p{i // 2}", sample_index=i % 2, prompt="",
+        row = Rollout.objects.create(run=run, step=i // 2, prompt_id=f"p{i // 2}", sample_index=i % 2, run_prompt=prompt_of(run, ""),
                                      completion="x", preview="x", reward=[0.0, 0.5, 1.0][i % 3],
                                      finish_reason="length" if i % 4 == 0 else "stop", trained=i % 5 != 0,
                                      scores={c: {"score": v} for c, v in scores.items()})  # fmt: skip

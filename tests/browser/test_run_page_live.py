@@ -7,6 +7,7 @@ folder (and in $RUN_PAGE_SCREENSHOTS when set)."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -129,6 +130,29 @@ def test_a_rollout_opens_with_the_keyboard_and_takes_a_note(browser, studio, liv
     assert notes_panel.locator(".note").count() == 1
     page.keyboard.press("Escape")
     assert page.locator(".rollout-detail").is_hidden()
+    assert not errors, errors
+    page.context.close()
+
+
+def test_the_list_shows_prompts_and_new_rollouts_flow_in_at_the_top_without_a_click(browser, studio, live_run):
+    page, errors = owner_page(browser, studio, live_run)
+    page.wait_for_selector(".rollout-list tbody tr[data-rollout-id]")
+    top = "Number(document.querySelector('.rollout-list tbody tr').dataset.rolloutId)"
+    first = page.locator(".rollout-list tbody tr").first
+    assert re.fullmatch(r"What is \d+ \+ \d+\?", first.locator(".prompt-text").text_content())  # the user's question
+    listed = page.evaluate(top)
+    page.wait_for_function(f"{top} > {listed}", timeout=10_000)  # scrolled to the top: a later step is listed
+    assert page.locator("[data-new-banner]").is_hidden()
+
+    page.evaluate("document.querySelector('[data-rollout-list]').scrollTop = 200")  # reading further down
+    reading = page.evaluate(top)
+    page.wait_for_selector("[data-new-banner]:not([hidden])", timeout=10_000)
+    assert page.evaluate(top) == reading  # the rows being read did not move
+    assert re.fullmatch(r"\d+ new rollouts? match(es)?: show them", page.text_content("[data-new-banner]"))
+    page.click("[data-new-banner]")
+    assert page.evaluate(top) > reading and page.locator("[data-new-banner]").is_hidden()
+    assert page.evaluate("document.querySelector('[data-rollout-list]').scrollTop") == 0
+    assert page.evaluate("(ids => new Set(ids).size === ids.length)(studioRunPage.inspector.items.map(it => it.id))")
     assert not errors, errors
     page.context.close()
 

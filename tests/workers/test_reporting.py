@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from studio.runs.models import Checkpoint, MetricPoint, RolloutScore, RunEvent
+from studio.runs.models import Checkpoint, MetricPoint, RolloutScore, RunEvent, RunPrompt
 from studio.runs.models import Rollout as RolloutRow
 from tests.studio.base import StudioTestCase
 from trainers.report import CriterionScore, Rollout
@@ -94,6 +96,45 @@ class ReporterTest(StudioTestCase):
         self.assertTrue(check())
 
 
+class PromptOnceTest(StudioTestCase):
+    """A prompt is stored once per run, however many samples and steps draw it."""
+
+    def test_a_long_prompt_drawn_by_every_sample_of_every_step_is_stored_once(self):
+        run = self.make_run("running")
+        reporter = DatabaseReporter(run.pk)
+        long_prompt = [{"role": "system", "content": "x" * 1_000_000}, {"role": "user", "content": "Say  a\nplease"}]
+        for step in (1, 2, 3):
+            # a fresh but equal object each step, and the trainer's "@1" id for a second draw
+            prompt = [dict(m) for m in long_prompt]
+            reporter.rollouts(step, [
+                Rollout(step=step, prompt_id=pid, sample_index=i, prompt=prompt, completion="a", reward=0.0)
+                for pid in ("p1", "p1@1") for i in range(4)
+            ] + [Rollout(step=step, prompt_id="p2", sample_index=0, prompt="Say b", completion="b", reward=1.0)])  # fmt: skip
+        reporter.flush()
+        self.assertEqual(RolloutRow.objects.filter(run=run).count(), 27)
+        stored = RunPrompt.objects.filter(run=run).order_by("chars")
+        self.assertEqual([p.chars for p in stored], [5, 1_000_000 + len("Say  a\nplease")])
+        self.assertEqual([p.preview for p in stored], ["Say b", "Say a please"])  # the last user message
+        self.assertEqual(RolloutRow.objects.filter(run=run, run_prompt=stored[1]).count(), 24)
+        items = RunEvent.objects.filter(run=run, kind="rollouts").last().payload["items"]
+        self.assertEqual({i["prompt_preview"] for i in items}, {"Say a please", "Say b"})
+
+    def test_a_flush_reads_and_writes_its_prompts_in_a_few_queries_however_many_rollouts(self):
+        run = self.make_run("running")
+        reporter = DatabaseReporter(run.pk)
+
+        def prompt_queries(step: int) -> int:
+            batch = [Rollout(step=step, prompt_id=f"p{i % 16}", sample_index=i, prompt=f"question {i % 16}",
+                             completion="a", reward=0.0) for i in range(128)]  # fmt: skip
+            with CaptureQueriesContext(connection) as queries:
+                reporter.rollouts(step, batch)
+            return sum("runs_runprompt" in q["sql"] for q in queries.captured_queries)
+
+        self.assertEqual(prompt_queries(1), 3)  # which exist, insert the 16 new ones, read their ids
+        self.assertEqual(prompt_queries(2), 1)  # all known: one read
+        self.assertEqual(RunPrompt.objects.filter(run=run).count(), 16)
+
+
 class NulBytesTest(StudioTestCase):
     def test_nul_characters_a_model_emits_are_stored_as_replacement_characters(self):
         # PostgreSQL refuses NUL in text and jsonb; a random tiny model does emit it.
@@ -105,5 +146,5 @@ class NulBytesTest(StudioTestCase):
         reporter.log("line\x00")
         reporter.flush()
         row = RolloutRow.objects.get(run=run)
-        self.assertEqual((row.completion, row.preview, row.prompt), ("b\ufffdc", "b\ufffdc", "a\ufffd"))
+        self.assertEqual((row.completion, row.preview, row.run_prompt.content), ("b\ufffdc", "b\ufffdc", "a\ufffd"))
         self.assertEqual(RunEvent.objects.get(run=run, kind="log").payload["line"], "line\ufffd")

@@ -1,14 +1,19 @@
 // Rollout inspector: a filtered, keyset-paginated list of a run's rollouts that grows as
 // new ones arrive on the websocket, and a detail view (prompt, completion, per-criterion
 // scores, the other completions of the same group side by side, notes).
+// Rows are added and removed one by one (a live step inserts its rows, it never re-renders the list).
 // Keyboard: j / ArrowDown next, k / ArrowUp previous, Enter open, Esc close.
 
 import { esc, fmt, needRules } from "./api.js";
 
 const PAGE = 50;
-// Live rollouts go straight into the list until it holds this many rows; past that a banner
-// offers a refresh instead, so a long run never makes the list (and each re-render) unbounded.
-const LIVE_ROWS_MAX = 500;
+// The list holds at most this many rows while live rollouts flow in at its top: the oldest rows go
+// (and "Load more" brings them back), so a long live run never makes it unbounded. Each insert
+// lays out the whole table again, so fewer rows cost less: 200 is ten screens of the list.
+const LIVE_ROWS_MAX = 200;
+// The list counts as scrolled to the top within this many pixels of it: new rollouts flow in
+// there; further down they wait behind the banner, so the rows being read do not move.
+const TOP_SLACK_PX = 4;
 // The form's notes select (a form field, not an API parameter) and its value for "any note";
 // every other value is a tag.
 const NOTE_FIELD = "note";
@@ -28,6 +33,20 @@ function renderText(value) {
       .join("");
   }
   return `<pre>${esc(value)}</pre>`;
+}
+
+// Windows of one field from the text/ endpoint, joined: text to text, message to message.
+function joinWindows(have, next) {
+  if (typeof have === "string") return have + next;
+  return have.map((m, i) => {
+    if (typeof m === "string") return m + next[i];
+    if (m && typeof m.content === "string") return { ...m, content: m.content + next[i].content };
+    return m;
+  });
+}
+
+function chars(n) {
+  return `${n.toLocaleString("en-US")} characters`;
 }
 
 function rewardClass(r) {
@@ -55,6 +74,7 @@ export class Inspector {
     this.tbody = root.querySelector(".rollout-list tbody");
     this.detail = root.querySelector(".rollout-detail");
     this.more = root.querySelector("[data-load-more]");
+    this.listBox = root.querySelector("[data-rollout-list]");
     this.banner = root.querySelector("[data-new-banner]");
     this.count = root.querySelector("[data-count]");
     this.items = [];
@@ -62,7 +82,14 @@ export class Inspector {
     this.selected = -1;
     this.openId = null;
     this.nextCursor = null;
-    this.unseen = 0;
+    this.held = []; // live rollouts that match, waiting (newest first) while the list is scrolled away from the top
+    this.unseen = 0; // matching live rollouts the banner counts: `held`, or those a reload would bring
+    this.version = 0; // bumped by reload and trimTail: a page asked for an older list is dropped
+    this.reloads = 0; // a live check asked under older filters is dropped
+    this.searching = null; // the server check of live rollouts against a text filter, one at a time
+    this.searchQueue = [];
+    this.resumeParams = {}; // after rows were trimmed: the bound the next pages keep (see trimTail)
+    this.canResume = false; // rows were trimmed and no page has been loaded past them yet
     this.loading = null;
     this.noteMarks = ""; // "rollout:tag|..." of the notes last seen, to tell a change from a re-render
     this.fillCriteria();
@@ -81,13 +108,18 @@ export class Inspector {
     });
     this.form.addEventListener("reset", () => setTimeout(() => this.reload(), 0));
     this.more.addEventListener("click", () => this.loadMore());
-    this.banner.addEventListener("click", () => this.reload());
+    this.banner.addEventListener("click", () => this.showUnseen());
+    this.listBox.addEventListener("scroll", () => {
+      if (this.held.length && this.atTop()) this.showUnseen();
+    });
     this.tbody.addEventListener("click", (ev) => {
-      const row = ev.target.closest("tr[data-index]");
-      if (row) this.select(Number(row.dataset.index), true);
+      const row = ev.target.closest("tr[data-rollout-id]");
+      if (row) this.select(this.indexOf(Number(row.dataset.rolloutId)), true);
     });
     this.detail.addEventListener("click", (ev) => {
       if (ev.target.closest("[data-close]")) this.close();
+      const showAll = ev.target.closest("[data-show-all]");
+      if (showAll) this.showAll(showAll);
       const sibling = ev.target.closest("[data-open-rollout]");
       if (sibling) this.open(Number(sibling.dataset.openRollout));
     });
@@ -115,7 +147,7 @@ export class Inspector {
     const next = Math.max(0, Math.min(this.items.length - 1, this.selected + delta));
     // While the detail is open, moving also opens the next rollout: read them one after another.
     this.select(next, this.openId !== null);
-    if (next >= this.items.length - 5 && this.nextCursor) this.loadMore();
+    if (next >= this.items.length - 5 && (this.nextCursor || this.canResume)) this.loadMore();
   }
 
   params() {
@@ -177,41 +209,55 @@ export class Inspector {
   }
 
   async reload() {
+    this.version += 1;
+    this.reloads += 1;
     this.items = [];
     this.ids.clear();
     this.selected = -1;
     this.nextCursor = null;
-    this.unseen = 0;
-    this.banner.hidden = true;
+    this.held = [];
+    this.searchQueue = [];
+    this.resumeParams = {};
+    this.canResume = false;
+    this.setUnseen(0);
     this.tbody.innerHTML = "";
     await this.loadMore(true);
   }
 
+  // The next page, or the first (`first`: a reload). A page asked for before the list was reloaded
+  // or trimmed no longer follows its last row, and is dropped.
   async loadMore(first = false) {
-    if (this.loading) return this.loading;
-    if (!first && !this.nextCursor) return;
-    const params = { ...this.params(), limit: PAGE };
-    if (!first) params.cursor = this.nextCursor;
+    if (this.loading && !first) return this.loading;
+    if (!first && !this.nextCursor && !this.canResume) return;
+    const params = { ...this.params(), ...this.resumeParams, limit: PAGE };
+    if (!first && this.nextCursor) params.cursor = this.nextCursor;
+    this.canResume = false;
+    const version = this.version;
     this.root.classList.add("is-loading");
-    this.loading = this.api
+    const request = this.api
       .get(`/api/runs/${this.runId}/rollouts/`, params)
       .then((page) => {
+        if (version !== this.version) return;
         this.nextCursor = page.next_cursor || null;
         this.append(page.results, false);
       })
       .catch((err) => {
+        if (version !== this.version) return;
         this.tbody.insertAdjacentHTML("beforeend", `<tr class="error"><td colspan="8">${esc(err.message)}</td></tr>`);
       })
       .finally(() => {
+        if (this.loading !== request) return;
         this.loading = null;
         this.root.classList.remove("is-loading");
-        this.more.hidden = !this.nextCursor;
+        this.more.hidden = !this.nextCursor && !this.canResume;
       });
-    return this.loading;
+    this.loading = request;
+    return request;
   }
 
   // Rows already listed are skipped: the websocket's cursor comes from the metrics response
   // while the list loads concurrently, so a step committed in between arrives both ways.
+  // Only the new rows are inserted; the rows already shown stay as they are.
   append(items, atTop) {
     const fresh = [];
     for (const it of items) {
@@ -221,60 +267,160 @@ export class Inspector {
       for (const c of Object.keys(it.scores || {})) this.criteria.add(c);
     }
     this.fillCriteria();
+    if (fresh.length) {
+      this.tbody.querySelector("tr.empty")?.remove();
+      this.tbody.insertAdjacentHTML(atTop ? "afterbegin" : "beforeend", fresh.map((it) => this.rowHtml(it)).join(""));
+    }
     if (atTop) {
       this.items = [...fresh, ...this.items];
       if (this.selected >= 0) this.selected += fresh.length;
     } else {
       this.items.push(...fresh);
     }
-    this.renderRows();
+    if (!this.items.length) this.renderRows();
+    this.showCount();
   }
 
-  renderRows() {
-    this.tbody.innerHTML = this.items
-      .map((it, i) => {
-        const scores = Object.entries(it.scores || {})
-          .map(([c, s]) => `<span class="chip" title="${esc(c)}">${esc(c)} ${fmt(s, 3)}</span>`)
-          .join("");
-        const marks = (this.notes ? this.notes.forRollout(it.id) : [])
-          .map((n) => `<span class="tag" title="${esc(n.text)}">${esc(n.tag || "note")}</span>`)
-          .join("");
-        return `<tr data-index="${i}" data-rollout-id="${it.id}" class="${i === this.selected ? "selected" : ""} ${it._new ? "is-new" : ""}">
-          <td class="num">${it.step}</td>
-          <td class="mono">${esc(it.prompt_id)}<span class="muted">#${it.sample_index}</span></td>
-          <td class="num reward ${rewardClass(it.reward)}">${fmt(it.reward, 3)}</td>
-          <td class="num">${fmt(it.advantage, 3)}${it.trained === false ? ' <span class="tag untrained" title="not trained: its group was dropped by dynamic sampling or generated beyond the batch">untrained</span>' : ""}</td>
-          <td class="num">${it.num_tokens}</td>
-          <td><span class="finish finish-${esc(it.finish_reason)}">${esc(it.finish_reason)}</span></td>
-          <td class="scores col-wide">${scores}</td>
-          <td class="preview">${marks}${esc(it.preview)}</td>
-        </tr>`;
-      })
+  rowHtml(it) {
+    const scores = Object.entries(it.scores || {})
+      .map(([c, s]) => `<span class="chip" title="${esc(c)}">${esc(c)} ${fmt(s, 3)}</span>`)
       .join("");
+    const marks = (this.notes ? this.notes.forRollout(it.id) : [])
+      .map((n) => `<span class="tag" title="${esc(n.text)}">${esc(n.tag || "note")}</span>`)
+      .join("");
+    const selected = this.selected >= 0 && this.items[this.selected]?.id === it.id;
+    return `<tr data-rollout-id="${it.id}" class="${selected ? "selected" : ""} ${it._new ? "is-new" : ""}">
+      <td class="num">${it.step}</td>
+      <td class="prompt-cell" title="${esc(it.prompt_preview)}"><span class="prompt-text">${esc(it.prompt_preview)}</span><span class="muted mono">${esc(it.prompt_id)}#${it.sample_index}</span></td>
+      <td class="num reward ${rewardClass(it.reward)}">${fmt(it.reward, 3)}</td>
+      <td class="num">${fmt(it.advantage, 3)}${it.trained === false ? ' <span class="tag untrained" title="not trained: its group was dropped by dynamic sampling or generated beyond the batch">untrained</span>' : ""}</td>
+      <td class="num">${it.num_tokens}</td>
+      <td><span class="finish finish-${esc(it.finish_reason)}">${esc(it.finish_reason)}</span></td>
+      <td class="scores col-wide">${scores}</td>
+      <td class="preview">${marks}${esc(it.preview)}</td>
+    </tr>`;
+  }
+
+  // The whole list at once: after a reload's first page, or when note marks change.
+  renderRows() {
+    this.tbody.innerHTML = this.items.map((it) => this.rowHtml(it)).join("");
     if (!this.items.length) {
       this.tbody.innerHTML = '<tr class="empty"><td colspan="8" class="muted">No rollouts yet, or none match the filters.</td></tr>';
     }
-    this.count.textContent = `${this.items.length}${this.nextCursor ? "+" : ""} shown`;
+    this.showCount();
   }
 
-  // New rollouts from the websocket. They go straight to the top when the list is sorted
-  // newest first and they pass the filters; otherwise a banner offers a refresh. The text
-  // search always takes the banner: it reads the whole completion, a live summary has a preview.
+  showCount() {
+    this.count.textContent = `${this.items.length}${this.nextCursor || this.canResume ? "+" : ""} shown`;
+  }
+
+  indexOf(rolloutId) {
+    return this.items.findIndex((it) => it.id === rolloutId);
+  }
+
+  atTop() {
+    return (this.listBox.scrollTop || 0) <= TOP_SLACK_PX;
+  }
+
+  // New rollouts from the websocket. Those that pass the filters go straight to the top when the
+  // list is sorted newest first and scrolled to the top; otherwise the banner counts them. A text
+  // filter reads whole prompts and completions, which a live summary does not carry: the server
+  // says which of the new rollouts match it (the other filters are checked here first).
   onLive(items) {
     const params = this.params();
-    const newestFirst = (params.order || this.rules.default_order) === NEWEST_FIRST;
     const fits = items.filter((it) => !this.ids.has(it.id) && this.matches(it, params));
     if (!fits.length) return;
-    if (newestFirst && !params[this.rules.text] && this.items.length + fits.length <= LIVE_ROWS_MAX) {
-      for (const it of fits) it._new = true;
-      this.append(fits.reverse(), true);
-      // Flash once: a later re-render (the next batch) must not restart the animation.
-      for (const it of fits) delete it._new;
+    if (params[this.rules.text]) this.searchLive(fits);
+    else this.takeLive(fits, params);
+  }
+
+  takeLive(fits, params) {
+    const newestFirst = (params.order || this.rules.default_order) === NEWEST_FIRST;
+    const newest = [...fits].sort((a, b) => b.step - a.step || b.id - a.id);
+    if (newestFirst && this.atTop() && !this.held.length) {
+      for (const it of newest) it._new = true;
+      this.append(newest, true);
+      this.trimTail(LIVE_ROWS_MAX);
+      // Flash once: a row rendered again later (notes changed) must not restart the animation.
+      for (const it of newest) delete it._new;
     } else {
-      this.unseen += fits.length;
-      this.banner.textContent = `${this.unseen} new rollouts match: show them`;
-      this.banner.hidden = false;
+      if (newestFirst) this.held = [...newest, ...this.held].slice(0, LIVE_ROWS_MAX);
+      this.setUnseen(this.unseen + newest.length);
     }
+  }
+
+  // The banner: held rollouts go in at the top (the list scrolls there); in any other order the
+  // new rollouts have no one place in the list, and a reload fetches it again.
+  showUnseen() {
+    if (!this.held.length) {
+      this.reload();
+      return;
+    }
+    const held = this.held;
+    // More arrived than were held: the listed rows no longer follow the held ones, so they go.
+    const gap = this.unseen > held.length;
+    this.held = [];
+    this.setUnseen(0);
+    this.append(held, true);
+    this.trimTail(gap ? held.length : LIVE_ROWS_MAX);
+    this.listBox.scrollTop = 0;
+  }
+
+  // Keeps the first `keep` rows (the list is newest first: the oldest go). The next "Load more"
+  // goes on from the last row kept, by the step bound of the server's filters: rows of that step
+  // still listed come back from it too, and are skipped as already shown.
+  trimTail(keep) {
+    if (this.items.length <= keep) return;
+    this.version += 1;
+    const gone = this.items.splice(keep);
+    for (const it of gone) {
+      this.ids.delete(it.id);
+      this.tbody.querySelector(`tr[data-rollout-id="${it.id}"]`)?.remove();
+    }
+    if (this.selected >= this.items.length) this.selected = -1;
+    const stepMax = this.rules.bounds.find((b) => b.field === "step" && b.bound === "max").param;
+    const last = this.items[this.items.length - 1];
+    const asked = this.params()[stepMax];
+    this.resumeParams = { [stepMax]: asked === undefined ? last.step : Math.min(Number(asked), last.step) };
+    this.nextCursor = null;
+    this.canResume = true;
+    this.more.hidden = false;
+    this.showCount();
+  }
+
+  setUnseen(count) {
+    this.unseen = count;
+    this.banner.textContent = `${count} new ${count === 1 ? "rollout matches" : "rollouts match"}: show them`;
+    this.banner.hidden = count === 0;
+  }
+
+  // Asks the server which of these live rollouts match the filters (the text one among them):
+  // the list filtered as shown, over just their steps. One question at a time; rollouts that
+  // arrive meanwhile wait for the next.
+  searchLive(fits) {
+    this.searchQueue.push(...fits);
+    if (this.searching) return;
+    const reloads = this.reloads;
+    const batch = this.searchQueue.splice(0);
+    const steps = batch.map((it) => it.step);
+    const params = { ...this.params(), limit: LIVE_ROWS_MAX };
+    for (const { param, bound } of this.rules.bounds.filter((b) => b.field === "step")) {
+      const [own, pick] = bound === "min" ? [Math.min(...steps), Math.max] : [Math.max(...steps), Math.min];
+      params[param] = params[param] === undefined ? own : pick(own, Number(params[param])); // the filter's, if narrower
+    }
+    const wanted = new Set(batch.map((it) => it.id));
+    this.searching = this.api
+      .get(`/api/runs/${this.runId}/rollouts/`, params)
+      .then((page) => {
+        if (reloads !== this.reloads) return;
+        const hits = page.results.filter((it) => wanted.has(it.id) && !this.ids.has(it.id));
+        if (hits.length) this.takeLive(hits, params);
+      })
+      .catch(() => {}) // a failed check shows nothing new; the next reload lists them
+      .finally(() => {
+        this.searching = null;
+        if (this.searchQueue.length) this.searchLive([]);
+      });
   }
 
   // Whether a rollout summary passes the filters in `p`: the server's filters (rollout_query),
@@ -301,9 +447,10 @@ export class Inspector {
   }
 
   select(index, open) {
+    if (index < 0) return;
     this.selected = index;
     for (const row of this.tbody.querySelectorAll("tr.selected")) row.classList.remove("selected");
-    const row = this.tbody.querySelector(`tr[data-index="${index}"]`);
+    const row = this.tbody.querySelector(`tr[data-rollout-id="${this.items[index].id}"]`);
     if (row) {
       row.classList.add("selected");
       row.scrollIntoView({ block: "nearest" });
@@ -354,6 +501,7 @@ export class Inspector {
             <span class="reward ${rewardClass(g.reward)}">${fmt(g.reward, 3)}</span>
             <span class="muted">adv ${fmt(g.advantage, 3)} · ${g.num_tokens} tok · ${esc(g.finish_reason)}</span></header>
           ${renderText(g.completion ?? g.preview)}
+          ${g.truncated?.completion ? `<span class="muted">… ${chars(g.truncated.completion)} in all: open it to read them</span>` : ""}
         </article>`,
       )
       .join("");
@@ -370,8 +518,8 @@ export class Inspector {
         </div>
         <button type="button" class="icon" data-close title="Close (Esc)">✕</button>
       </header>
-      <section><h4>Prompt</h4><div class="textblock prompt">${renderText(r.prompt)}</div></section>
-      <section><h4>Completion</h4><div class="textblock completion">${renderText(r.completion)}</div></section>
+      <section><h4>Prompt</h4><div class="textblock prompt">${renderText(r.prompt)}</div>${this.showAllButton(r, "prompt")}</section>
+      <section><h4>Completion</h4><div class="textblock completion">${renderText(r.completion)}</div>${this.showAllButton(r, "completion")}</section>
       <section><h4>Criteria</h4><table class="criteria">${criteria || '<tr><td class="muted">no criterion scores</td></tr>'}</table></section>
       ${group.length > 1 ? `<section><h4>Group: ${group.length} completions of this prompt</h4><div class="siblings">${siblings}</div></section>` : ""}
       <section class="rollout-notes"><h4>Notes</h4><div data-notes-list></div>${this.canNote ? this.noteForm() : ""}</section>`;
@@ -379,6 +527,37 @@ export class Inspector {
     const current = this.detail.querySelector(".sibling.current");
     const strip = this.detail.querySelector(".siblings");
     if (current && strip) strip.scrollLeft = current.offsetLeft - strip.offsetLeft - 8; // this completion in view
+  }
+
+  // Long texts come cut (the server's cap); the button reads the rest from the text/ endpoint.
+  showAllButton(r, field) {
+    const full = (r.truncated || {})[field];
+    if (!full) return "";
+    return `<button type="button" class="show-all" data-show-all="${field}" data-rollout="${r.id}">show all ${chars(full)}</button>`;
+  }
+
+  async showAll(button) {
+    const field = button.dataset.showAll;
+    const rolloutId = Number(button.dataset.rollout);
+    const block = button.closest("section").querySelector(".textblock");
+    button.disabled = true;
+    button.textContent = "loading…";
+    let value = null;
+    let offset = 0;
+    try {
+      while (offset !== null) {
+        const page = await this.api.get(`/api/runs/${this.runId}/rollouts/${rolloutId}/text/`, { field, offset });
+        if (this.openId !== rolloutId) return; // the user moved on while it loaded
+        value = value === null ? page.value : joinWindows(value, page.value);
+        offset = page.next_offset;
+      }
+    } catch (err) {
+      button.textContent = err.message;
+      button.disabled = false;
+      return;
+    }
+    block.innerHTML = renderText(value);
+    button.remove();
   }
 
   noteForm() {

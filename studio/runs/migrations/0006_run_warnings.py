@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("runs", "0004_rollout_text_search_index")]
+    dependencies = [("runs", "0005_rollout_prompt_reference")]
 
     operations = [
         migrations.AddField(

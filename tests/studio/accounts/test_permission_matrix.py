@@ -47,6 +47,7 @@ from studio.runs.models import Checkpoint, Rollout, Run
 from studio.sharing.models import Note, ShareLink
 from tests.studio import people
 from tests.studio.base import RUBRIC, StudioTestCase, model_folder
+from tests.studio.records import prompt_of
 
 ROLES = ("owner", "editor", "viewer", "outsider", "anonymous")
 USERS = people.BY_ROLE
@@ -149,6 +150,7 @@ API_POLICY = [
     row("GET",    "/api/runs/{run}/events/",                       200,  200,  200,  404,  403, guest=403),
     row("GET",    "/api/runs/{run}/rollouts/",                     200,  200,  200,  404,  403, guest=200),
     row("GET",    "/api/runs/{run}/rollouts/{rollout}/",           200,  200,  200,  404,  403, guest=200),
+    row("GET",    "/api/runs/{run}/rollouts/{rollout}/text/?field=prompt", 200, 200, 200, 404, 403, guest=200),
     row("GET",    "/api/runs/{run}/metrics/",                      200,  200,  200,  404,  403, guest=200),
     row("GET",    "/api/compare/?runs={run}",                      200,  200,  200,  404,  403, guest=403),
     # --- notes: members read; owners and editors write; the author or an owner deletes
@@ -175,7 +177,7 @@ class StudioCells(StudioTestCase):
     def setUp(self) -> None:
         super().setUp()
         self.run = self.make_run(state="running")
-        self.rollout = Rollout.objects.create(run=self.run, step=1, prompt_id="p0", sample_index=0, prompt="2+2?",
+        self.rollout = Rollout.objects.create(run=self.run, step=1, prompt_id="p0", sample_index=0, run_prompt=prompt_of(self.run, "2+2?"),
                                               completion="4", preview="4", reward=1.0)  # fmt: skip
         self.guest_link = ShareLink.objects.create(run=self.run, created_by=self.alice)
 
@@ -328,7 +330,7 @@ class PermissionMatrixTest(StudioCells):
         for row in (r for r in API_POLICY if r.guest == 200):
             with self.subTest(endpoint=str(row)):
                 url, _ = self.fill(row, "anonymous")
-                response = APIClient().get(f"{url}?share={self.guest_link.token}")
+                response = APIClient().get(url + ("&" if "?" in url else "?") + f"share={self.guest_link.token}")
                 self.assertEqual(response.status_code, 404)
 
     def test_the_fleet_is_shown_to_members_of_any_team_only(self):

@@ -8,6 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from studio.runs import rollout_query
 from studio.runs.models import Rollout
+from tests.studio.records import prompt_of
 from tests.studio.runs.pages import url, walk
 
 # Awkward floats on purpose: the cursor carries the last value as JSON, and 0.1 + 0.2 or 1/3
@@ -18,8 +19,9 @@ LENGTHS = [12, 40, 12, 7, 40, 12, 128, 7]
 
 @pytest.fixture
 def rows(run):
+    prompt = prompt_of(run, "q")
     return Rollout.objects.bulk_create(
-        Rollout(run=run, step=i // 8, prompt_id=f"p{i // 8}", sample_index=i % 8, prompt="q", completion="a",
+        Rollout(run=run, step=i // 8, prompt_id=f"p{i // 8}", sample_index=i % 8, run_prompt=prompt, completion="a",
                 reward=float(i % 3), advantage=ADVANTAGES[i % len(ADVANTAGES)], num_tokens=LENGTHS[i % len(LENGTHS)],
                 finish_reason="length" if i % 5 == 0 else "stop")
         for i in range(61)
@@ -55,7 +57,7 @@ def test_a_rollout_arriving_between_pages_is_neither_repeated_nor_skips_others(a
     first = api.get(url(run, order="num_tokens", limit=10)).json()
     seen = [r["id"] for r in first["results"]]
     # Shorter than every listed rollout, so it sorts before the cursor and is on no later page.
-    Rollout.objects.create(run=run, step=99, prompt_id="late", sample_index=0, prompt="q", completion="a", reward=0.0,
+    Rollout.objects.create(run=run, step=99, prompt_id="late", sample_index=0, run_prompt=prompt_of(run, "q"), completion="a", reward=0.0,
                            num_tokens=1)  # fmt: skip
     rest = walk(api, run, order="num_tokens", limit=10, cursor=first["next_cursor"])
     assert seen + rest == [r.pk for r in sorted(rows, key=lambda r: (r.num_tokens, r.pk))]

@@ -6,6 +6,7 @@ import pytest
 
 from studio.runs.models import Rollout, RolloutScore
 from studio.sharing.models import ShareLink
+from tests.studio.records import prompt_of
 from tests.studio.runs.pages import url, walk
 
 
@@ -16,7 +17,7 @@ def make(run, step, sample, reward, finish="stop", text="the answer is 4", corre
         step=step,
         prompt_id=prompt_id or f"p{step}",
         sample_index=sample,
-        prompt=[{"role": "user", "content": f"question {step}"}],
+        run_prompt=prompt_of(run, [{"role": "user", "content": f"question {step}"}]),
         completion=text,
         preview=text[:200],
         reward=reward,
@@ -81,14 +82,16 @@ def test_text_search_reads_the_whole_completion(api, alice, run, rows):
     assert [r["sample_index"] for r in body["results"]] == [7]
 
 
-def test_text_search_leaves_the_prompt_out_as_the_page_says(api, alice, client, run, rows):
-    # Searching prompts too would need a second trigram index and an OR across both on every
-    # filtered page; the inspector's search box says "search completions" instead.
+def test_text_search_reads_prompts_too_as_the_page_says(api, alice, client, run, rows):
+    # Prompts are matched on the run's few distinct RunPrompt rows, then rollouts by reference:
+    # the list shows each rollout's prompt, so its words must find it.
     api.force_authenticate(alice)
-    assert api.get(url(run, q="question 3")).json()["results"] == []
+    body = api.get(url(run, q="QUESTION 3", limit=100)).json()
+    assert sorted((r["step"], r["sample_index"]) for r in body["results"]) == [(3, s) for s in range(4)]
+    assert {r["prompt_preview"] for r in body["results"]} == {"question 3"}
     client.force_login(alice)
     search_box = re.search(r'<input type="search" name="q"[^>]*>', client.get(f"/runs/{run.pk}/").content.decode())
-    assert 'placeholder="search completions"' in search_box.group(0) and "prompt and" not in search_box.group(0)
+    assert 'placeholder="search prompts and completions"' in search_box.group(0)
 
 
 def test_the_detail_carries_the_full_text_scores_and_group(api, carol, run, rows):

@@ -13,6 +13,7 @@ from studio.runs.models import Rollout
 from studio.sharing.api import NoteIn
 from studio.sharing.client_rules import client_rules
 from studio.sharing.models import SUGGESTED_TAGS, Note, ShareLink
+from tests.studio.records import prompt_of
 from tests.studio.sharing.test_pages import page_config
 
 RULES = client_rules()
@@ -58,7 +59,7 @@ def test_the_filter_parameters_are_exactly_those_rollout_query_reads(run):
 
 
 def test_the_bounds_say_which_field_each_parameter_limits_and_which_way(run):
-    rows = [Rollout.objects.create(run=run, step=s, prompt_id="p", sample_index=0, prompt="", completion="",
+    rows = [Rollout.objects.create(run=run, step=s, prompt_id="p", sample_index=0, run_prompt=prompt_of(run, ""), completion="",
                                    reward=s / 10) for s in range(6)]  # fmt: skip
     for bound in RULES["rollouts"]["bounds"]:
         value = getattr(rows[3], bound["field"])

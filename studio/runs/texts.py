@@ -1,0 +1,70 @@
+"""A rollout's text fields (prompt, completion): text or a list of {role, content} messages.
+
+API answers carry at most TEXT_CAP characters of each message (a text field is one message) and
+say what was cut; the rest is read in windows of the same shape (`window`), so a multi-MB prompt
+never travels whole unless asked for, and then in pages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+TEXT_CAP = 20_000  # characters per message in a rollout answer (the detail and its group)
+WINDOW_MAX = 1_000_000  # the most characters per message one full-text page may ask for
+FIELDS = ("prompt", "completion")
+
+
+def parts(value: Any) -> list[str]:
+    """The texts a field holds: itself when text, each message's content when a list."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [_content(item) for item in value]
+    return [str(value)]
+
+
+def _content(item: Any) -> str:
+    if isinstance(item, dict):
+        return str(item.get("content", ""))
+    return str(item)
+
+
+def plain(value: Any) -> str:
+    """The field as one text: messages joined by newlines."""
+    return "\n".join(parts(value))
+
+
+def chars(value: Any) -> int:
+    """Characters of text in the field, summed over its messages."""
+    return sum(len(p) for p in parts(value))
+
+
+def window(value: Any, offset: int, limit: int) -> tuple[Any, bool]:
+    """The field with each message's text cut to [offset, offset + limit), keeping every message
+    (roles and other keys as they are); and whether any text goes on past the window."""
+    end = offset + limit
+    if isinstance(value, str):
+        return value[offset:end], len(value) > end
+    if not isinstance(value, list):
+        return value, False
+    out, more = [], False
+    for item in value:
+        if isinstance(item, dict) and isinstance(item.get("content"), str):
+            more = more or len(item["content"]) > end
+            out.append({**item, "content": item["content"][offset:end]})
+        elif isinstance(item, str):
+            more = more or len(item) > end
+            out.append(item[offset:end])
+        else:
+            out.append(item)
+    return out, more
+
+
+def capped(fields: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
+    """Each field cut to TEXT_CAP characters per message, and {field: its full length} for those cut."""
+    out, truncated = {}, {}
+    for name, value in fields.items():
+        out[name], cut = window(value, 0, TEXT_CAP)
+        if cut:
+            truncated[name] = chars(value)
+    return out, truncated
