@@ -58,28 +58,46 @@ class Progress {
     this.el.state.className = `badge state-${state}`;
     this.el.step.textContent = `${step ?? 0}${total ? ` / ${total}` : ""}`;
     const pct = total ? Math.min(100, (100 * (step ?? 0)) / total) : 0;
-    this.el.bar.style.width = `${TERMINAL.has(state) && state === "succeeded" ? 100 : pct}%`;
+    this.el.bar.style.transform = `scaleX(${(state === "succeeded" ? 100 : pct) / 100})`;
     const eta = this.eta();
     this.el.eta.textContent = TERMINAL.has(state) ? "done" : eta === null ? "–" : duration(eta);
     if (this.run.error) this.el.detail.textContent = this.run.error;
   }
 }
 
+// The run's last LOG_LINES log lines. A line is appended as a text node in the next frame, not
+// the whole tail rewritten: a fast run logs a line a step.
 class LogTail {
   constructor(pre, lines) {
     this.pre = pre;
-    this.lines = lines.slice(-LOG_LINES);
-    this.render();
+    this.waiting = [];
+    this.frameAsked = false;
+    this.count = 0;
+    this.pre.textContent = "No log lines yet.";
+    this.append(lines.slice(-LOG_LINES));
   }
+
   push(line) {
-    this.lines.push(line);
-    if (this.lines.length > LOG_LINES) this.lines.splice(0, this.lines.length - LOG_LINES);
-    this.render();
+    this.waiting.push(line);
+    if (this.frameAsked) return;
+    this.frameAsked = true;
+    requestAnimationFrame(() => {
+      this.frameAsked = false;
+      const lines = this.waiting;
+      this.waiting = [];
+      this.append(lines);
+    });
   }
-  render() {
-    const atBottom = this.pre.scrollTop + this.pre.clientHeight >= this.pre.scrollHeight - 8;
-    this.pre.textContent = this.lines.join("\n") || "No log lines yet.";
-    if (atBottom) this.pre.scrollTop = this.pre.scrollHeight;
+
+  append(lines) {
+    if (!lines.length) return;
+    const pre = this.pre;
+    const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 8;
+    if (this.count === 0) pre.textContent = "";
+    for (const line of lines) pre.append(document.createTextNode(`${line}\n`));
+    this.count += lines.length;
+    for (; this.count > LOG_LINES; this.count--) pre.firstChild.remove();
+    if (atBottom) pre.scrollTop = pre.scrollHeight;
   }
 }
 
@@ -187,7 +205,7 @@ async function main() {
     },
   });
   socket.connect();
-  window.studioRunPage = { board, inspector, notes, socket, progress }; // for the browser test and the console
+  window.studioRunPage = { board, inspector, notes, socket, progress, logs }; // for the browser test and the console
   document.body.dataset.ready = "1";
 }
 

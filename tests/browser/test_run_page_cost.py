@@ -1,0 +1,92 @@
+"""What an open run page costs the machine while a run reports.
+
+The studio, its workers and the browser often share a laptop's few cores: a page that
+redraws every chart on every step slows the run it shows (the demo took 63 s with the page
+open against 27 s without). This test opens the page on a run with a long history, lets
+steps arrive at a steady rate, and reads the page's main-thread CPU time through the Chrome
+DevTools Protocol (Performance.getMetrics with thread ticks), divided by the steps shown.
+"""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.browser.live_studio import ROOT, LiveStudio, requires_chromium
+
+pytestmark = [pytest.mark.slow, requires_chromium]
+
+HISTORY, TOTAL, INTERVAL = 150, 2000, 0.25  # 4 steps/s, each with 23 metrics, 32 rollouts, a log line
+WINDOW_S = 12
+# About 3x what the page costs with partial redraws (see the commit that set it): a page that
+# redraws every chart on every step again costs several times more and fails here.
+MAX_CPU_MS_PER_STEP = 60.0
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory):
+    live = LiveStudio(tmp_path_factory.mktemp("studio")).start(worker=False)
+    yield live
+    live.stop()
+
+
+@pytest.fixture(scope="module")
+def live_run(studio):
+    feeder = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("synthetic_run.py")), str(HISTORY), str(TOTAL), str(INTERVAL)],
+        cwd=ROOT,
+        env=studio.env,
+        stdout=subprocess.PIPE,
+        stderr=(studio.folder / "feeder.log").open("w"),
+        text=True,
+    )
+    line = feeder.stdout.readline()
+    assert line, f"the feeder died: {(studio.folder / 'feeder.log').read_text()[-2000:]}"
+    yield json.loads(line)
+    feeder.terminate()
+    feeder.wait(timeout=10)
+
+
+def open_run_page(browser, studio, live_run, width=1366, height=768):
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.add_cookies([{"name": "sessionid", "value": live_run["session"], "url": studio.base_url}])
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.goto(f"{studio.base_url}/runs/{live_run['run']}/")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    return page, errors
+
+
+def main_thread_cpu_ms(cdp) -> dict[str, float]:
+    metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+    return {name: 1000 * metrics[name] for name in ("TaskDuration", "ScriptDuration", "LayoutDuration")}
+
+
+def last_step(page) -> int:
+    return page.evaluate("studioRunPage.progress.run.last_step")
+
+
+def test_a_live_step_costs_the_page_little_cpu(browser, studio, live_run):
+    page, errors = open_run_page(browser, studio, live_run)
+    page.wait_for_selector(".rollout-list tbody tr[data-rollout-id]")
+    time.sleep(2)  # the page's own loading is not what is measured
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Performance.enable", {"timeDomain": "threadTicks"})  # CPU time, not wall time
+    before, step_before = main_thread_cpu_ms(cdp), last_step(page)
+    time.sleep(WINDOW_S)
+    after, step_after = main_thread_cpu_ms(cdp), last_step(page)
+    steps = step_after - step_before
+    assert steps >= WINDOW_S / INTERVAL / 3, f"only {steps} steps arrived in {WINDOW_S} s"
+    per_step = {name: (after[name] - before[name]) / steps for name in after}
+    print(
+        f"\nrun page, {steps} live steps in {WINDOW_S} s ({steps / WINDOW_S:.1f}/s): main-thread CPU per step"
+        f" {per_step['TaskDuration']:.1f} ms (script {per_step['ScriptDuration']:.1f} ms,"
+        f" layout {per_step['LayoutDuration']:.1f} ms)"
+    )
+    assert per_step["TaskDuration"] < MAX_CPU_MS_PER_STEP
+    assert not errors, errors
+    page.context.close()
