@@ -188,6 +188,14 @@ export class CurveBoard {
     }
   }
 
+  // The latest points of the first source's `key` as [step, value] (step mode only), oldest first.
+  recentPoints(key, count = 6) {
+    const d = this.data.get(`${this.sources[0].runId}|${key}`);
+    if (!d || this.xMode !== "step") return [];
+    const from = Math.max(0, d.x.length - count);
+    return d.x.slice(from).map((x, i) => [x, d.y[from + i]]);
+  }
+
   // Whether a live point is already drawn. The REST load and the websocket can overlap by a
   // step or two (the cursor is read before the points).
   drawn(d, step, x) {

@@ -3,6 +3,7 @@
 
 import { Api, duration, esc, readConfig, readRules } from "./api.js";
 import { CurveBoard } from "./curves.js";
+import { StepClock } from "./eta.js";
 import { Inspector } from "./inspector.js";
 import { NotesClient } from "./notes.js";
 import { SharePanel } from "./share.js";
@@ -15,7 +16,7 @@ const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 class Progress {
   constructor(run) {
     this.run = run;
-    this.samples = []; // [wall time, step] of recent metric events, for the ETA
+    this.clock = new StepClock();
     this.el = {
       state: document.querySelector("[data-run-state]"),
       step: document.querySelector("[data-run-step]"),
@@ -24,32 +25,26 @@ class Progress {
       live: document.querySelector("[data-live-state]"),
       detail: document.querySelector("[data-run-detail]"),
     };
-    this.render();
+    this.update({});
   }
 
   update(fields) {
     Object.assign(this.run, fields);
+    this.clock.started = this.run.started ? Date.parse(this.run.started) / 1000 : null;
     this.render();
   }
 
-  step(step, time) {
+  // A metrics event: its step, time (epoch seconds) and values (the trainer's timing/step_s among them).
+  step(step, time, values) {
     if (step > (this.run.last_step ?? -1)) this.run.last_step = step;
-    this.samples.push([time, step]);
-    if (this.samples.length > 30) this.samples.shift();
+    this.clock.seen(step, time, values["timing/step_s"]);
     this.render();
   }
 
   eta() {
     const { last_step: step, total_steps: total } = this.run;
     if (TERMINAL.has(this.run.state) || !total || step === null || step === undefined) return null;
-    const s = this.samples;
-    let perStep = null;
-    if (s.length >= 2 && s[s.length - 1][1] > s[0][1]) {
-      perStep = (s[s.length - 1][0] - s[0][0]) / (s[s.length - 1][1] - s[0][1]);
-    } else if (this.run.started && step > 0) {
-      perStep = (Date.now() / 1000 - Date.parse(this.run.started) / 1000) / step;
-    }
-    return perStep === null ? null : Math.max(0, (total - step) * perStep);
+    return this.clock.eta(step, total);
   }
 
   render() {
@@ -164,6 +159,8 @@ async function main() {
   if (config.can_share) new SharePanel(document.querySelector("[data-share-panel]"), { api, runId }).load();
 
   const [cursor] = await Promise.all([board.load(), inspector.reload(), notes.load()]);
+  progress.clock.seed(board.recentPoints("timing/step_s"));
+  progress.render();
 
   const liveState = document.querySelector("[data-live-state]");
   const socket = new RunSocket({
@@ -188,7 +185,7 @@ async function main() {
     onEvent: (ev) => {
       if (ev.kind === "metrics") {
         board.push(ev.step, ev.time, ev.data.values);
-        if (ev.step !== null) progress.step(ev.step, ev.time);
+        if (ev.step !== null) progress.step(ev.step, ev.time, ev.data.values);
       } else if (ev.kind === "rollouts") {
         inspector.onLive(ev.data.items);
       } else if (ev.kind === "status") {
