@@ -108,7 +108,7 @@ def keep_screenshot(path: Path) -> None:
         shutil.copy(path, Path(target) / path.name)
 
 
-def test_the_first_point_shows_as_a_marker_and_the_eta_leaves_the_model_load_out(browser, studio, live_run):
+def test_the_first_point_shows_as_a_marker_and_the_eta_leaves_the_model_load_out(browser, studio, live_run, tmp_path):
     run_id = new_run(studio, "first-steps")
     stepper = subprocess.Popen(
         [sys.executable, "-c", STEPPER, str(run_id), "30"],
@@ -131,6 +131,9 @@ def test_the_first_point_shows_as_a_marker_and_the_eta_leaves_the_model_load_out
         line = page.evaluate(f"{chart}.data.find((t) => t.name === 'reward/mean')")
         assert line["mode"] == "markers" and line["y"] and line["marker"]["size"] > 0
         assert page.locator("[data-panel=reward] .scatterlayer .point").count() >= 1  # drawn, not only listed
+        shot = tmp_path / "run-page-first-point.png"
+        page.locator("[data-panel=reward]").screenshot(path=str(shot))
+        keep_screenshot(shot)
         # Step 1 alone: its time includes the 30 s load, and it is all there is to go by.
         assert eta_seconds(page) == pytest.approx((TOTAL - 1) * (first - float(started)), rel=0.05)
 

@@ -18,7 +18,7 @@ const POINTS = 1000;
 // After a live frame that drew for t ms the next waits t·(1/DRAW_SHARE - 1) ms, so a fast
 // run's steps merge into fewer redraws instead of taking the main thread (the paint that
 // follows a redraw costs about as much again, so the charts take about twice this share).
-// At 0.1 a laptop's 9 visible charts still redraw about twice a second.
+// At 0.1 the 9 charts a laptop shows still redraw once or twice a second.
 const DRAW_SHARE = 0.1;
 // A chart this close to the viewport counts as on screen, so it is current when scrolled to.
 const NEAR_SCREEN = "100px";
