@@ -295,7 +295,8 @@ def open_in_browser(run, client, repeat: int) -> None:
                 t0 = time.perf_counter()
                 page.goto(f"http://127.0.0.1:{port}/runs/{run.pk}/")
                 page.wait_for_function(
-                    "document.querySelector('[data-panel=reward] .chart')?.data?.[2]?.x.length > 0", timeout=60_000
+                    "document.querySelector('[data-panel=reward] .chart')?.data?.find((t) => t.name)?.x.length > 0",
+                    timeout=60_000,
                 )
                 firsts.append(time.perf_counter() - t0)
                 page.wait_for_selector("body[data-ready='1']", timeout=60_000)

@@ -110,7 +110,8 @@ def test_a_new_user_trains_a_model_and_shares_the_run(browser, studio, files, tm
 
     # Curve points appear while it trains (live, over the websocket).
     page.wait_for_function(
-        "document.querySelector('[data-panel=reward] .chart')?.data?.[2]?.x.length >= 2", timeout=150_000
+        "document.querySelector('[data-panel=reward] .chart')?.data?.find((t) => t.name)?.x.length >= 2",
+        timeout=150_000,
     )
     assert page.text_content("[data-live-state]") == "live"
 
@@ -139,7 +140,9 @@ def test_a_new_user_trains_a_model_and_shares_the_run(browser, studio, files, tm
     guest_page.goto(share_url)
     guest_page.wait_for_selector("body[data-ready='1']", timeout=30_000)
     assert guest_page.locator("[data-readonly-banner]").is_visible()
-    guest_page.wait_for_function("document.querySelector('[data-panel=reward] .chart')?.data?.[2]?.x.length >= 1")
+    guest_page.wait_for_function(
+        "document.querySelector('[data-panel=reward] .chart')?.data?.find((t) => t.name)?.x.length >= 1"
+    )
     assert guest_page.locator("[data-notes-panel] .note", has_text="repeats the prompt").count() == 1
     assert guest_page.goto(run_url).url.endswith(f"/login/?next=/runs/{run_url.rstrip('/').split('/')[-1]}/")
     guest.close()

@@ -60,8 +60,13 @@ def owner_page(browser, studio, live_run, width=1366, height=768, scheme="light"
     return page, errors
 
 
+def line_of(panel: str) -> str:
+    """JS for the first curve drawn in `panel` (its min/max band traces, when drawn, carry no name)."""
+    return f"document.querySelector('[data-panel={panel}] .chart').data.find((t) => t.name)"
+
+
 def points_in(page, panel="reward"):
-    return page.evaluate(f"document.querySelector('[data-panel={panel}] .chart').data[2].x.length")
+    return page.evaluate(f"{line_of(panel)}.x.length")
 
 
 def test_curves_open_and_extend_in_place_as_steps_arrive(browser, studio, live_run):
@@ -70,9 +75,7 @@ def test_curves_open_and_extend_in_place_as_steps_arrive(browser, studio, live_r
     assert first >= HISTORY
     chart = page.evaluate_handle("document.querySelector('[data-panel=reward] .chart')")
     page.evaluate("(el) => { el.dataset.marker = 'same-element'; }", chart)
-    page.wait_for_function(
-        f"document.querySelector('[data-panel=reward] .chart').data[2].x.length >= {first + 3}", timeout=15_000
-    )
+    page.wait_for_function(f"{line_of('reward')}.x.length >= {first + 3}", timeout=15_000)
     # extended, not redrawn from scratch: the same DOM node, with our marker
     assert page.evaluate("document.querySelector('[data-panel=reward] .chart').dataset.marker") == "same-element"
     for panel in ("criteria", "kl", "entropy", "clip", "length", "advantage", "grad_norm", "lr", "tokens", "timing"):
@@ -80,9 +83,7 @@ def test_curves_open_and_extend_in_place_as_steps_arrive(browser, studio, live_r
     step = int(page.text_content("[data-run-step]").split("/")[0])
     assert step > HISTORY
     # the REST load and the socket overlap by a step or two: each step is drawn, and listed, once
-    assert page.evaluate(
-        "(x => x.every((v, i) => i === 0 || v > x[i - 1]))(document.querySelector('[data-panel=reward] .chart').data[2].x)"
-    )
+    assert page.evaluate(f"(x => x.every((v, i) => i === 0 || v > x[i - 1]))({line_of('reward')}.x)")
     assert page.evaluate("(ids => new Set(ids).size === ids.length)(studioRunPage.inspector.items.map(it => it.id))")
     assert page.text_content("[data-live-state]") == "live"
     assert "step" in page.text_content("[data-log-tail]")
@@ -98,7 +99,7 @@ def test_zooming_one_chart_zooms_them_all_and_fetches_that_window(browser, studi
         "JSON.stringify(document.querySelector('[data-panel=reward] .chart').layout.xaxis.range) === '[20,60]'"
     )
     # the detail: raw points of steps 20..60 only
-    page.wait_for_function("document.querySelector('[data-panel=reward] .chart').data[2].x[0] >= 20")
+    page.wait_for_function(f"{line_of('reward')}.x[0] >= 20")
     with page.expect_request(lambda r: "/metrics/" in r.url and "start=" not in r.url):
         page.evaluate("Plotly.relayout(document.querySelector('[data-panel=kl] .chart'), {'xaxis.autorange': true})")
     assert not errors, errors

@@ -2,13 +2,28 @@
 //
 // The server sends each curve downsampled to about `points` buckets (mean x, mean y, and
 // the min/max of the bucket so a one-step spike still shows as a band). Live metric events
-// are appended with Plotly.extendTraces, so a chart grows in place without a redraw.
+// are appended with Plotly.extendTraces, so a chart grows in place.
 // One CurveBoard draws one run (the run page) or several overlaid (the compare page).
+//
+// What a live step costs: each extendTraces is a full plotly redraw of that chart (about
+// 10 ms of main thread), and the browser often shares a laptop's cores with the studio and
+// the run it shows. So a step's points enter the board's data at once, but charts are drawn
+// in animation frames: only charts that got points and are near the screen (one scrolled
+// away is redrawn when it comes back), and no more of the main thread than DRAW_SHARE.
 
 import { esc, fmt } from "./api.js";
 import { chartColors } from "./theme.js";
 
 const POINTS = 1000;
+// After a live frame that drew for t ms the next waits t·(1/DRAW_SHARE - 1) ms, so a fast
+// run's steps merge into fewer redraws instead of taking the main thread (the paint that
+// follows a redraw costs about as much again, so the charts take about twice this share).
+// At 0.1 the 9 charts a laptop shows still redraw once or twice a second.
+const DRAW_SHARE = 0.1;
+// A chart this close to the viewport counts as on screen, so it is current when scrolled to.
+const NEAR_SCREEN = "100px";
+// A series drawn from fewer points than this shows markers: one point makes no line.
+const MIN_LINE_POINTS = 2;
 
 // Panels come from the server (studio/runs/panels.py), in the order the page shows them: a
 // metric key lands in the first panel whose pattern matches it; keys nobody claims get a
@@ -102,10 +117,20 @@ export class CurveBoard {
     // MetricPoint.wall_time and a live point's is its event's time, a little later.
     this.data = new Map();
     this.keys = new Set();
-    this.panels = new Map(); // panel id -> {def, el, chart, traces: [[runId, key]], emas}
-    this.pending = [];
+    // panel id -> {def, el, chart, keys, slots, visible, stale, sparse}. A slot per drawn series:
+    // {runId, key, line, band: [lo, hi] | null, ema}, the indices of its traces and the running
+    // smoothing that live points continue.
+    this.panels = new Map();
+    this.fresh = []; // live points accepted since the last frame drew: [{step, time, values}]
+    this.newKeys = false;
+    this.frameAsked = false;
+    this.nextFrameAt = 0; // performance.now() before which no live frame draws
     this.syncing = false;
     this.abort = null;
+    this.observer =
+      typeof IntersectionObserver === "undefined"
+        ? null
+        : new IntersectionObserver((entries) => this.onVisibility(entries), { rootMargin: NEAR_SCREEN });
     window.addEventListener("themechange", () => this.redrawAll());
   }
 
@@ -165,6 +190,14 @@ export class CurveBoard {
     }
   }
 
+  // The latest points of the first source's `key` as [step, value] (step mode only), oldest first.
+  recentPoints(key, count = 6) {
+    const d = this.data.get(`${this.sources[0].runId}|${key}`);
+    if (!d || this.xMode !== "step") return [];
+    const from = Math.max(0, d.x.length - count);
+    return d.x.slice(from).map((x, i) => [x, d.y[from + i]]);
+  }
+
   // Whether a live point is already drawn. The REST load and the websocket can overlap by a
   // step or two (the cursor is read before the points).
   drawn(d, step, x) {
@@ -215,8 +248,9 @@ export class CurveBoard {
     el.dataset.panel = def.id;
     el.innerHTML = `<header><h3>${esc(def.title)}</h3><span class="latest"></span></header><div class="chart"></div>`;
     this.container.appendChild(el);
-    entry = { def, el, chart: el.querySelector(".chart"), traces: [], emas: [] };
+    entry = { def, el, chart: el.querySelector(".chart"), keys: [], slots: [], visible: true, stale: false, sparse: false };
     this.panels.set(def.id, entry);
+    this.observer?.observe(el);
     const chart = entry.chart;
     // plotly attaches .on() to the div after the first plot; register once it exists.
     entry.bind = () => {
@@ -226,6 +260,8 @@ export class CurveBoard {
     return entry;
   }
 
+  // The traces of one series: its line, and before it the min/max band of the server's buckets
+  // when they have a spread (a run shorter than POINTS steps has none: no band to draw).
   traceSet(panel, runId, key, colorIndex, dashIndex) {
     const colors = chartColors();
     const color = colors.series[colorIndex % colors.series.length];
@@ -235,27 +271,27 @@ export class CurveBoard {
     const x = d.x.map((v) => toAxis(v, this.xMode));
     const source = this.sources.find((s) => s.runId === runId);
     const name = this.sources.length > 1 ? `${source.label} · ${key}` : key;
-    // Bands carry an empty `text` so one extendTraces call can extend all three traces of a key.
-    const blank = d.lo.map(() => "");
-    const band = { x, text: blank, mode: "lines", line: { width: 0, color }, hoverinfo: "skip", showlegend: false };
     const stacked = panel.def.stacked && this.sources.length === 1;
-    return {
-      ema,
-      traces: [
-        { ...band, y: d.lo, visible: !stacked },
-        { ...band, y: d.hi, fill: "tonexty", fillcolor: withAlpha(color, 0.18), visible: !stacked },
-        {
-          x,
-          y: smooth,
-          name,
-          mode: "lines",
-          line: { color, width: 1.8, dash: ["solid", "dot", "dash", "dashdot"][dashIndex % 4] },
-          text: d.y.map((v, i) => hoverText(v, d.lo[i], d.hi[i], smooth[i])),
-          hovertemplate: `${esc(name)}: %{text}<extra></extra>`,
-          ...(stacked ? { stackgroup: "time", line: { color, width: 1 } } : {}),
-        },
-      ],
+    const sparse = d.x.length < MIN_LINE_POINTS;
+    const line = {
+      x,
+      y: smooth,
+      name,
+      mode: sparse ? "markers" : "lines",
+      marker: { color, size: 7 },
+      line: { color, width: 1.8, dash: ["solid", "dot", "dash", "dashdot"][dashIndex % 4] },
+      text: d.y.map((v, i) => hoverText(v, d.lo[i], d.hi[i], smooth[i])),
+      hovertemplate: `${esc(name)}: %{text}<extra></extra>`,
+      ...(stacked ? { stackgroup: "time", line: { color, width: 1 } } : {}),
     };
+    if (stacked || !d.lo.some((lo, i) => lo !== d.hi[i])) return { ema, sparse, bands: [], line };
+    // Bands carry an empty `text` so one extendTraces call can extend a series' three traces.
+    const band = { x, text: d.lo.map(() => ""), mode: "lines", line: { width: 0, color }, hoverinfo: "skip", showlegend: false };
+    const bands = [
+      { ...band, y: d.lo },
+      { ...band, y: d.hi, fill: "tonexty", fillcolor: withAlpha(color, 0.18) },
+    ];
+    return { ema, sparse, bands, line };
   }
 
   layout(panel) {
@@ -286,17 +322,20 @@ export class CurveBoard {
 
   drawPanel(def, keys) {
     const panel = this.panelElement(def);
-    panel.traces = [];
-    panel.emas = [];
+    panel.keys = keys;
+    panel.slots = [];
+    panel.stale = false;
+    panel.sparse = false;
     const traces = [];
     const overlay = this.sources.length > 1;
     this.sources.forEach((source, s) => {
       keys.forEach((key, i) => {
         // one run: a colour per key; several runs: a colour per run, a dash per key
         const set = this.traceSet(panel, source.runId, key, overlay ? s : i, overlay ? i : 0);
-        panel.traces.push([source.runId, key]);
-        panel.emas.push(set.ema);
-        traces.push(...set.traces);
+        const band = set.bands.length ? [traces.length, traces.length + 1] : null;
+        traces.push(...set.bands, set.line);
+        panel.slots.push({ runId: source.runId, key, line: traces.length - 1, band, ema: set.ema });
+        panel.sparse ||= set.sparse;
       });
     });
     const layout = this.layout(panel);
@@ -326,84 +365,114 @@ export class CurveBoard {
 
   showLatest(panel) {
     if (this.sources.length !== 1) return;
-    const [runId, key] = panel.traces[0] || [];
+    const { runId, key } = panel.slots[0] || {};
     const d = this.data.get(`${runId}|${key}`);
     const label = panel.el.querySelector(".latest");
     label.textContent = d && d.y.length ? `${key.split("/").pop()} ${fmt(d.y[d.y.length - 1])}` : "";
   }
 
-  // Live metrics for the first source; batched per animation frame so a replay burst
-  // turns into one extendTraces call per panel.
+  // Live metrics of the first source: stored at once, drawn in the next frame the budget allows.
   push(step, time, values) {
-    this.pending.push({ step, time, values });
-    if (this.pending.length === 1) requestAnimationFrame(() => this.flush());
-  }
-
-  flush() {
-    const batch = this.pending;
-    this.pending = [];
     const runId = this.sources[0].runId;
-    let newKeys = false;
-    const accepted = []; // the batch minus points already drawn
-    for (const { step, time, values } of batch) {
-      const kept = {};
-      accepted.push({ step, time, values: kept });
-      const x = this.xMode === "time" ? time : step;
-      for (const [key, value] of Object.entries(values)) {
-        if (typeof value !== "number" || !Number.isFinite(value)) continue;
-        const id = `${runId}|${key}`;
-        if (!this.data.has(id)) this.data.set(id, { x: [], y: [], lo: [], hi: [], steps: [], lastStep: null });
-        const d = this.data.get(id);
-        if (this.drawn(d, step, x)) continue;
-        kept[key] = value;
-        d.x.push(x);
-        d.y.push(value);
-        d.lo.push(value);
-        d.hi.push(value);
-        d.steps.push(step ?? null);
-        if (step !== null && step !== undefined) d.lastStep = Math.max(d.lastStep ?? step, step);
-        if (!this.keys.has(key)) {
-          this.keys.add(key);
-          newKeys = true;
-        }
+    const x = this.xMode === "time" ? time : step;
+    const kept = {}; // the values minus points already drawn
+    for (const [key, value] of Object.entries(values)) {
+      if (typeof value !== "number" || !Number.isFinite(value)) continue;
+      const id = `${runId}|${key}`;
+      if (!this.data.has(id)) this.data.set(id, { x: [], y: [], lo: [], hi: [], steps: [], lastStep: null });
+      const d = this.data.get(id);
+      if (this.drawn(d, step, x)) continue;
+      kept[key] = value;
+      d.x.push(x);
+      d.y.push(value);
+      d.lo.push(value);
+      d.hi.push(value);
+      d.steps.push(step ?? null);
+      if (step !== null && step !== undefined) d.lastStep = Math.max(d.lastStep ?? step, step);
+      if (!this.keys.has(key)) {
+        this.keys.add(key);
+        this.newKeys = true;
       }
     }
-    if (newKeys) {
-      this.redrawAll();
-      return;
-    }
-    for (const panel of this.panels.values()) this.extendPanel(panel, accepted, runId);
+    this.fresh.push({ step, time, values: kept });
+    this.askFrame();
   }
 
-  extendPanel(panel, batch, runId) {
+  askFrame() {
+    if (this.frameAsked) return;
+    this.frameAsked = true;
+    const frame = () =>
+      requestAnimationFrame(() => {
+        this.frameAsked = false;
+        this.drawFrame();
+      });
+    const wait = this.nextFrameAt - performance.now();
+    if (wait > 0) setTimeout(frame, wait);
+    else frame();
+  }
+
+  drawFrame() {
+    const started = performance.now();
+    const batch = this.fresh;
+    this.fresh = [];
+    if (this.newKeys) {
+      this.newKeys = false;
+      this.redrawAll(); // a new key may need a new panel, or a new trace in one
+    } else {
+      for (const panel of this.panels.values()) {
+        const touched = batch.some((b) => panel.slots.some((slot) => slot.key in b.values));
+        if (!panel.visible) panel.stale ||= touched;
+        else if (panel.stale || (touched && panel.sparse)) this.drawPanel(panel.def, panel.keys);
+        else if (touched) this.extendPanel(panel, batch);
+      }
+    }
+    const cost = performance.now() - started;
+    this.nextFrameAt = performance.now() + cost * (1 / DRAW_SHARE - 1);
+  }
+
+  onVisibility(entries) {
+    let wanted = false;
+    for (const entry of entries) {
+      const panel = this.panels.get(entry.target.dataset.panel);
+      if (!panel) continue;
+      panel.visible = entry.isIntersecting;
+      wanted ||= panel.visible && panel.stale;
+    }
+    if (wanted) this.askFrame();
+  }
+
+  extendPanel(panel, batch) {
+    const runId = this.sources[0].runId;
     const update = { x: [], y: [], text: [] };
     const indices = [];
-    panel.traces.forEach(([rid, key], t) => {
-      if (rid !== runId) return;
+    for (const slot of panel.slots) {
+      if (slot.runId !== runId) continue;
       const xs = [];
-      const ys = [];
+      const raw = [];
+      const smooth = [];
       const texts = [];
       for (const { step, time, values } of batch) {
-        const v = values[key];
-        if (typeof v !== "number" || !Number.isFinite(v)) continue;
-        const s = panel.emas[t].push(v);
+        const v = values[slot.key];
+        if (v === undefined) continue;
+        const s = slot.ema.push(v);
         xs.push(toAxis(this.xMode === "time" ? time : step, this.xMode));
-        ys.push({ raw: v, smooth: s });
+        raw.push(v);
+        smooth.push(s);
         texts.push(hoverText(v, v, v, s));
       }
-      if (!xs.length) return;
-      // three traces per key: band low, band high, line
-      const base = t * 3;
-      indices.push(base, base + 1, base + 2);
-      update.x.push(xs, xs, xs);
-      update.y.push(
-        ys.map((p) => p.raw),
-        ys.map((p) => p.raw),
-        ys.map((p) => p.smooth),
-      );
-      const blanks = texts.map(() => "");
-      update.text.push(blanks, blanks, texts);
-    });
+      if (!xs.length) continue;
+      if (slot.band) {
+        const blanks = texts.map(() => "");
+        indices.push(...slot.band);
+        update.x.push(xs, xs);
+        update.y.push(raw, raw);
+        update.text.push(blanks, blanks);
+      }
+      indices.push(slot.line);
+      update.x.push(xs);
+      update.y.push(smooth);
+      update.text.push(texts);
+    }
     if (!indices.length) return;
     Plotly.extendTraces(panel.chart, update, indices);
     this.showLatest(panel);
@@ -418,7 +487,7 @@ export class CurveBoard {
     if (this.logY) return null;
     let lo = Infinity;
     let hi = -Infinity;
-    for (const [runId, key] of panel.traces || []) {
+    for (const { runId, key } of panel.slots || []) {
       for (const v of this.data.get(`${runId}|${key}`)?.y || []) {
         if (v < lo) lo = v;
         if (v > hi) hi = v;

@@ -3,6 +3,7 @@
 
 import { Api, duration, esc, readConfig, readRules } from "./api.js";
 import { CurveBoard } from "./curves.js";
+import { StepClock } from "./eta.js";
 import { Inspector } from "./inspector.js";
 import { NotesClient } from "./notes.js";
 import { SharePanel } from "./share.js";
@@ -15,7 +16,7 @@ const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 class Progress {
   constructor(run) {
     this.run = run;
-    this.samples = []; // [wall time, step] of recent metric events, for the ETA
+    this.clock = new StepClock();
     this.el = {
       state: document.querySelector("[data-run-state]"),
       step: document.querySelector("[data-run-step]"),
@@ -24,32 +25,26 @@ class Progress {
       live: document.querySelector("[data-live-state]"),
       detail: document.querySelector("[data-run-detail]"),
     };
-    this.render();
+    this.update({});
   }
 
   update(fields) {
     Object.assign(this.run, fields);
+    this.clock.started = this.run.started ? Date.parse(this.run.started) / 1000 : null;
     this.render();
   }
 
-  step(step, time) {
+  // A metrics event: its step, time (epoch seconds) and values (the trainer's timing/step_s among them).
+  step(step, time, values) {
     if (step > (this.run.last_step ?? -1)) this.run.last_step = step;
-    this.samples.push([time, step]);
-    if (this.samples.length > 30) this.samples.shift();
+    this.clock.seen(step, time, values["timing/step_s"]);
     this.render();
   }
 
   eta() {
     const { last_step: step, total_steps: total } = this.run;
     if (TERMINAL.has(this.run.state) || !total || step === null || step === undefined) return null;
-    const s = this.samples;
-    let perStep = null;
-    if (s.length >= 2 && s[s.length - 1][1] > s[0][1]) {
-      perStep = (s[s.length - 1][0] - s[0][0]) / (s[s.length - 1][1] - s[0][1]);
-    } else if (this.run.started && step > 0) {
-      perStep = (Date.now() / 1000 - Date.parse(this.run.started) / 1000) / step;
-    }
-    return perStep === null ? null : Math.max(0, (total - step) * perStep);
+    return this.clock.eta(step, total);
   }
 
   render() {
@@ -58,28 +53,46 @@ class Progress {
     this.el.state.className = `badge state-${state}`;
     this.el.step.textContent = `${step ?? 0}${total ? ` / ${total}` : ""}`;
     const pct = total ? Math.min(100, (100 * (step ?? 0)) / total) : 0;
-    this.el.bar.style.width = `${TERMINAL.has(state) && state === "succeeded" ? 100 : pct}%`;
+    this.el.bar.style.transform = `scaleX(${(state === "succeeded" ? 100 : pct) / 100})`;
     const eta = this.eta();
     this.el.eta.textContent = TERMINAL.has(state) ? "done" : eta === null ? "–" : duration(eta);
     if (this.run.error) this.el.detail.textContent = this.run.error;
   }
 }
 
+// The run's last LOG_LINES log lines. A line is appended as a text node in the next frame, not
+// the whole tail rewritten: a fast run logs a line a step.
 class LogTail {
   constructor(pre, lines) {
     this.pre = pre;
-    this.lines = lines.slice(-LOG_LINES);
-    this.render();
+    this.waiting = [];
+    this.frameAsked = false;
+    this.count = 0;
+    this.pre.textContent = "No log lines yet.";
+    this.append(lines.slice(-LOG_LINES));
   }
+
   push(line) {
-    this.lines.push(line);
-    if (this.lines.length > LOG_LINES) this.lines.splice(0, this.lines.length - LOG_LINES);
-    this.render();
+    this.waiting.push(line);
+    if (this.frameAsked) return;
+    this.frameAsked = true;
+    requestAnimationFrame(() => {
+      this.frameAsked = false;
+      const lines = this.waiting;
+      this.waiting = [];
+      this.append(lines);
+    });
   }
-  render() {
-    const atBottom = this.pre.scrollTop + this.pre.clientHeight >= this.pre.scrollHeight - 8;
-    this.pre.textContent = this.lines.join("\n") || "No log lines yet.";
-    if (atBottom) this.pre.scrollTop = this.pre.scrollHeight;
+
+  append(lines) {
+    if (!lines.length) return;
+    const pre = this.pre;
+    const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 8;
+    if (this.count === 0) pre.textContent = "";
+    for (const line of lines) pre.append(document.createTextNode(`${line}\n`));
+    this.count += lines.length;
+    for (; this.count > LOG_LINES; this.count--) pre.firstChild.remove();
+    if (atBottom) pre.scrollTop = pre.scrollHeight;
   }
 }
 
@@ -146,6 +159,8 @@ async function main() {
   if (config.can_share) new SharePanel(document.querySelector("[data-share-panel]"), { api, runId }).load();
 
   const [cursor] = await Promise.all([board.load(), inspector.reload(), notes.load()]);
+  progress.clock.seed(board.recentPoints("timing/step_s"));
+  progress.render();
 
   const liveState = document.querySelector("[data-live-state]");
   const socket = new RunSocket({
@@ -170,7 +185,7 @@ async function main() {
     onEvent: (ev) => {
       if (ev.kind === "metrics") {
         board.push(ev.step, ev.time, ev.data.values);
-        if (ev.step !== null) progress.step(ev.step, ev.time);
+        if (ev.step !== null) progress.step(ev.step, ev.time, ev.data.values);
       } else if (ev.kind === "rollouts") {
         inspector.onLive(ev.data.items);
       } else if (ev.kind === "status") {
@@ -189,7 +204,7 @@ async function main() {
     },
   });
   socket.connect();
-  window.studioRunPage = { board, inspector, notes, socket, progress }; // for the browser test and the console
+  window.studioRunPage = { board, inspector, notes, socket, progress, logs }; // for the browser test and the console
   document.body.dataset.ready = "1";
 }
 

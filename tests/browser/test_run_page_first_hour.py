@@ -1,0 +1,227 @@
+"""What a first-time user sees on the run page: a curve's first point, an ETA from the time the
+steps really take, a header on one line at 1,400 px, a group strip that scrolls, and a favicon.
+
+Runs other than the synthetic one are made and stepped by small scripts in the studio's
+environment, through the same path a worker reports on (tests/browser/synthetic_run.py)."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.browser.live_studio import ROOT, LiveStudio, requires_chromium
+
+pytestmark = [pytest.mark.slow, requires_chromium]
+
+HISTORY, TOTAL, INTERVAL = 150, 2000, 0.25
+LONG_NAME = "grpo-qwen2.5-math-1.5b-gsm8k-lr1e-6-kl0.04-clip-higher-dynamic-sampling-seed-3"
+
+# Makes a run in the synthetic run's team: `NAME STATE` -> prints its id.
+NEW_RUN = """
+import sys
+from tests.browser.synthetic_run import Run
+source = Run.objects.order_by("pk").first()
+run = Run.objects.create(team=source.team, name=sys.argv[1], spec=source.spec, state=sys.argv[2],
+                         total_steps=source.total_steps, created_by=source.created_by)
+print(run.pk, flush=True)
+"""
+
+# Starts run RUN_ID as if its model took LOAD_S seconds to load (prints "ready <start time>"), then
+# reports one step per line read ("<step>"), printing the time it reported at.
+STEPPER = """
+import random, sys, time
+from datetime import timedelta
+from tests.browser.synthetic_run import Run, report_step, timezone
+run_id, load_s = int(sys.argv[1]), float(sys.argv[2])
+started = timezone.now() - timedelta(seconds=load_s)
+Run.objects.filter(pk=run_id).update(state="running", started=started)
+run, rng = Run.objects.get(pk=run_id), random.Random(5)
+print("ready", started.timestamp(), flush=True)
+for line in sys.stdin:
+    now = time.time()
+    report_step(run, int(line), run.total_steps, rng, now)
+    print(now, flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory):
+    live = LiveStudio(tmp_path_factory.mktemp("studio")).start(worker=False)
+    yield live
+    live.stop()
+
+
+@pytest.fixture(scope="module")
+def live_run(studio):
+    feeder = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("synthetic_run.py")), str(HISTORY), str(TOTAL), str(INTERVAL)],
+        cwd=ROOT,
+        env=studio.env,
+        stdout=subprocess.PIPE,
+        stderr=(studio.folder / "feeder.log").open("w"),
+        text=True,
+    )
+    line = feeder.stdout.readline()
+    assert line, f"the feeder died: {(studio.folder / 'feeder.log').read_text()[-2000:]}"
+    yield json.loads(line)
+    feeder.terminate()
+    feeder.wait(timeout=10)
+
+
+def new_run(studio, name: str, state: str = "queued") -> int:
+    done = subprocess.run(
+        [sys.executable, "-c", NEW_RUN, name, state], cwd=ROOT, env=studio.env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout)
+
+
+def open_page(browser, studio, live_run, run_id, width=1366, height=768):
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.add_cookies([{"name": "sessionid", "value": live_run["session"], "url": studio.base_url}])
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    failed = []
+    page.on("response", lambda r: r.status >= 400 and failed.append(f"{r.status} {r.url}"))
+    page.goto(f"{studio.base_url}/runs/{run_id}/")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    return page, errors, failed
+
+
+def eta_seconds(page) -> float | None:
+    """The header's ETA ("1h 02m", "8m 06s", "42s") in seconds; None while it shows none."""
+    text = page.text_content("[data-run-eta]")
+    parts = re.findall(r"(\d+)([hms])", text)
+    return sum(int(n) * {"h": 3600, "m": 60, "s": 1}[unit] for n, unit in parts) if parts else None
+
+
+def keep_screenshot(path: Path) -> None:
+    target = os.environ.get("RUN_PAGE_SCREENSHOTS")
+    if target:
+        shutil.copy(path, Path(target) / path.name)
+
+
+def test_the_first_point_shows_as_a_marker_and_the_eta_leaves_the_model_load_out(browser, studio, live_run, tmp_path):
+    run_id = new_run(studio, "first-steps")
+    stepper = subprocess.Popen(
+        [sys.executable, "-c", STEPPER, str(run_id), "30"],
+        cwd=ROOT,
+        env=studio.env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready, started = stepper.stdout.readline().split()
+        assert ready == "ready"
+        page, errors, _ = open_page(browser, studio, live_run, run_id)
+        assert page.text_content("[data-run-eta]") == "–"  # no step measured: no guess
+        stepper.stdin.write("1\n")
+        stepper.stdin.flush()
+        first = float(stepper.stdout.readline())
+        chart = "document.querySelector('[data-panel=reward] .chart')"
+        page.wait_for_function(f"{chart}?.data?.[0]?.x?.length === 1", timeout=10_000)
+        line = page.evaluate(f"{chart}.data.find((t) => t.name === 'reward/mean')")
+        assert line["mode"] == "markers" and line["y"] and line["marker"]["size"] > 0
+        assert page.locator("[data-panel=reward] .scatterlayer .point").count() >= 1  # drawn, not only listed
+        shot = tmp_path / "run-page-first-point.png"
+        page.locator("[data-panel=reward]").screenshot(path=str(shot))
+        keep_screenshot(shot)
+        # Step 1 alone: its time includes the 30 s load, and it is all there is to go by.
+        assert eta_seconds(page) == pytest.approx((TOTAL - 1) * (first - float(started)), rel=0.05)
+
+        time.sleep(1)
+        stepper.stdin.write("2\n")
+        stepper.stdin.flush()
+        second = float(stepper.stdout.readline())
+        page.wait_for_function(f"{chart}.data.find((t) => t.name === 'reward/mean').x.length === 2", timeout=10_000)
+        page.wait_for_function(f"{chart}.data.find((t) => t.name === 'reward/mean').mode === 'lines'")
+        # Step 2 took `second - first`: the load is left out from here on.
+        page.wait_for_function("document.querySelector('[data-run-step]').textContent.startsWith('2')")
+        assert eta_seconds(page) == pytest.approx((TOTAL - 2) * (second - first), rel=0.1)
+        assert not errors, errors
+        page.context.close()
+    finally:
+        stepper.stdin.close()
+        stepper.wait(timeout=10)
+
+
+def test_the_eta_of_a_live_run_follows_its_measured_step_time(browser, studio, live_run):
+    page, errors, _ = open_page(browser, studio, live_run, live_run["run"])
+    page.wait_for_function("document.querySelector('[data-run-eta]').textContent !== '–'", timeout=15_000)
+    # The pace the run really keeps, as the test sees it over a few seconds.
+    step_before, t_before = page.evaluate("studioRunPage.progress.run.last_step"), time.time()
+    time.sleep(5)
+    step, t_after = page.evaluate("studioRunPage.progress.run.last_step"), time.time()
+    per_step = (t_after - t_before) / (step - step_before)
+    eta = eta_seconds(page)
+    print(f"\nETA at step {step}: {eta} s; the run's pace says {(TOTAL - step) * per_step:.0f} s")
+    assert eta == pytest.approx((TOTAL - step) * per_step, rel=0.3)
+    assert not errors, errors
+    page.context.close()
+
+
+def test_the_header_stays_on_one_line_at_1400_px_with_a_long_name(browser, studio, live_run, tmp_path):
+    run_id = new_run(studio, LONG_NAME)
+    page, errors, _ = open_page(browser, studio, live_run, run_id, 1400, 900)
+    head = page.locator(".run-head")
+    button = page.locator("[data-cancel-run]")
+    assert button.is_visible() and page.locator(".run-head .actions a", has_text="Compare").is_visible()
+    # one line: no taller than its tallest item (the buttons), and every item on the same row
+    assert head.bounding_box()["height"] <= button.bounding_box()["height"] + 8
+    tops = page.evaluate(
+        "[...document.querySelector('.run-head').children].map((el) => el.getBoundingClientRect().top)"
+    )
+    assert max(tops) - min(tops) < 12, tops
+    name = page.locator("[data-run-name]")
+    assert name.get_attribute("title") == LONG_NAME  # cut short on screen, whole on hover
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1400
+    shot = tmp_path / "run-page-header-1400.png"
+    page.screenshot(path=str(shot), clip={"x": 0, "y": 0, "width": 1400, "height": 160})
+    keep_screenshot(shot)
+    assert not errors, errors
+    page.context.close()
+
+
+def test_the_group_strip_scrolls_inside_the_rollout_detail(browser, studio, live_run, tmp_path):
+    page, errors, _ = open_page(browser, studio, live_run, live_run["run"], 1400, 900)
+    page.wait_for_selector(".rollout-list tbody tr[data-rollout-id]")
+    page.keyboard.press("j")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".rollout-detail .siblings .sibling")
+    strip = page.evaluate(
+        """(() => {
+          const s = document.querySelector('.rollout-detail .siblings');
+          s.scrollLeft = 0;
+          s.scrollLeft = 200;
+          return { scrollWidth: s.scrollWidth, width: s.clientWidth, moved: s.scrollLeft > 0,
+                   detail: document.querySelector('.rollout-detail').clientWidth };
+        })()"""
+    )
+    assert strip["scrollWidth"] > strip["width"] and strip["moved"], strip
+    assert strip["width"] <= strip["detail"]  # the strip scrolls, the detail does not widen
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1400
+    page.locator(".rollout-detail .siblings").scroll_into_view_if_needed()
+    shot = tmp_path / "run-page-group-strip-1400.png"
+    page.screenshot(path=str(shot))
+    keep_screenshot(shot)
+    assert not errors, errors
+    page.context.close()
+
+
+def test_the_favicon_is_served_and_the_page_loads_nothing_missing(browser, studio, live_run):
+    page, errors, failed = open_page(browser, studio, live_run, live_run["run"])
+    href = page.get_attribute("link[rel=icon]", "href")
+    response = page.request.get(studio.base_url + href)
+    assert response.status == 200 and response.headers["content-type"].startswith("image/svg+xml")
+    assert b"<svg" in response.body()
+    assert not failed, failed
+    assert not errors, errors
+    page.context.close()
