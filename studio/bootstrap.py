@@ -27,6 +27,11 @@ DEMO_TEAM = "Demo team"
 ADMIN = "admin"
 
 
+def demo_model_path() -> Path:
+    """Where the first start builds the demo's tiny model (in the folder every team may read)."""
+    return storage.demo_dir() / "tiny-model"
+
+
 def bootstrap() -> tuple[str, str, Path] | None:
     """Create what is missing; returns (username, password, file) when a user was created."""
     login = _first_user()
@@ -62,7 +67,7 @@ def make_demo(team: Team, user) -> Experiment:
     from trainers.demo import demo_spec, make_demo_dataset
 
     demo_dir = storage.demo_dir()  # the one part of DATA_DIR that every team may read
-    model = build_tiny_model(demo_dir / "tiny-model")
+    model = build_tiny_model(demo_model_path())
     data_path = make_demo_dataset(demo_dir / "repeat-the-letter.jsonl")
     spec = demo_spec(model, data_path, demo_dir / "out")
     report = inspect_dataset(data_path, "jsonl", prompt_field="prompt", answer_field="answer")

@@ -39,4 +39,6 @@ def teams(request: HttpRequest) -> HttpResponse:
     my_teams = perms.visible_teams(request.user).prefetch_related("memberships__user").distinct()
     rows = [(team, team.role_of(request.user)) for team in my_teams]
     token = Token.objects.filter(user=request.user).first()
-    return render(request, "accounts/teams.html", {"teams": rows, "roles": ROLES, "token": token})
+    # A new member starts as a viewer (least privilege): the owner raises the role on purpose.
+    context = {"teams": rows, "roles": ROLES, "default_role": VIEWER, "token": token}
+    return render(request, "accounts/teams.html", context)

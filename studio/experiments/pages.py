@@ -10,14 +10,14 @@ from django.shortcuts import redirect, render
 
 from studio.accounts import permissions as perms
 from studio.datasets.models import Dataset
-from studio.experiments import forms, services
+from studio.experiments import forms, layout, services
 from studio.experiments.api import ExperimentSerializer
 from studio.experiments.models import Experiment
 from studio.experiments.paths import validate_for_team
 from studio.experiments.specs import SpecError
 from studio.lib.page_forms import flat_errors, serializer_context
 from studio.rubrics.models import Rubric
-from trainers.spec import PRESET_DESCRIPTIONS, preset_values
+from trainers.spec import PRESET_DESCRIPTIONS, apply_preset
 
 
 @login_required
@@ -35,6 +35,9 @@ def experiment_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse
     base = experiment or source
     meta = forms.experiment_meta(base, request.POST if request.method == "POST" else None)
     config = base.config if base else {}
+    if base is None and request.method != "POST":  # a new form starts from a preset, with its values
+        meta["preset"] = layout.DEFAULT_PRESET
+        config = apply_preset(config, layout.DEFAULT_PRESET)
     errors: dict[str, str] = {}
     if request.method == "POST":
         config, errors = forms.read_experiment_config(request.POST)
@@ -46,12 +49,16 @@ def experiment_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse
                 saved = serializer.save(**({} if experiment else {"created_by": request.user}))
                 return redirect("experiment", saved.pk)
             errors = flat_errors(serializer.errors)
+    sections = forms.experiment_sections(config, errors)
     context = {
-        "experiment": experiment, "meta": meta, "sections": forms.experiment_sections(config, errors),
-        "errors": errors, "teams": perms.editable_teams(request.user).distinct(),
+        "experiment": experiment, "meta": meta, "sections": sections, "errors": errors,
+        "groups": layout.experiment_groups(sections, meta["preset"]),
+        "step_cost": layout.StepCost.of([f for _, fields in sections for f in fields]),
+        "form_rules": layout.page_rules(sections), "known_models": layout.known_models(request.user),
+        "teams": perms.editable_teams(request.user).distinct(),
         "datasets": perms.visible(Dataset.objects.all(), request.user).distinct(),
         "rubrics": perms.visible(Rubric.objects.all(), request.user).distinct(),
-        "presets": PRESET_DESCRIPTIONS, "preset_values": {n: preset_values(n) for n in PRESET_DESCRIPTIONS},
+        "presets": PRESET_DESCRIPTIONS,
     }  # fmt: skip
     return render(request, "experiments/edit.html", context)
 

@@ -39,6 +39,10 @@ class FormField:
     error: str = ""
     kind: str = "string"  # integer | number | boolean | string | list | json
     note: str = ""  # what this server can run of the field's choices (e.g. why vLLM is off)
+    default: Any = None  # the schema's default (None where it has none, or a default_factory)
+    baseline: str | None = None  # what a preset or the default gives, shown; None: not compared
+    baseline_from: str = ""  # "preset" or "default": where `baseline` comes from
+    changed: bool = False  # the value differs from `baseline`
 
     @property
     def bounds(self) -> str:
@@ -51,13 +55,49 @@ class FormField:
 
     @property
     def display_value(self) -> str:
-        if self.value is None:
-            return ""
-        if self.kind == "list":
-            return "\n".join(str(v) for v in self.value)
-        if self.kind == "json":
-            return json.dumps(self.value, indent=2)
-        return str(self.value)
+        return display(self.kind, self.value)
+
+    @property
+    def default_display(self) -> str:
+        return display(self.kind, self.default)
+
+    def compare_with(self, baseline: Any, source: str) -> None:
+        """Mark the field changed when its value differs from `baseline` (what the preset, or the
+        schema default, `source`, gives it); the form shows the baseline beside a changed field."""
+        self.baseline, self.baseline_from = display(self.kind, baseline), source
+        self.changed = normalized(self.kind, self.display_value) != normalized(self.kind, self.baseline)
+
+
+def display(kind: str, value: Any) -> str:
+    """A value as its form input shows it."""
+    if value is None:
+        return ""
+    if kind == "list":
+        return "\n".join(str(v) for v in value)
+    if kind == "json":
+        return json.dumps(value, indent=2)
+    return str(value)
+
+
+def normalized(kind: str, text: str) -> str:
+    """Input text in a form where equal values compare equal ("0.20" and "2e-1", "True" and "on").
+    experiment_form.js normalises the browser's input values the same way."""
+    text = text.strip()
+    if kind in ("integer", "number") and text:
+        try:
+            return repr(float(text))
+        except ValueError:
+            return text
+    if kind == "boolean":
+        return str(text.lower() in ("true", "1", "on"))
+    if kind == "list":
+        return "\n".join(line.strip() for line in text.splitlines() if line.strip())
+    if kind == "json" and text:
+        try:
+            return json.dumps(json.loads(text), sort_keys=True)
+        except json.JSONDecodeError:
+            return text
+    return text
 
 
 def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
@@ -75,7 +115,9 @@ def fields_for(schema: dict[str, Any], node: dict[str, Any], prefix: str, values
         name = f"{prefix}{prop}"
         if name in skip:
             continue
-        out.append(_field(schema, name, prop, raw, values.get(prop, raw.get("default")), errors.get(name, "")))
+        f = _field(schema, name, prop, raw, values.get(prop, raw.get("default")), errors.get(name, ""))
+        f.default = raw.get("default")
+        out.append(f)
     return out
 
 

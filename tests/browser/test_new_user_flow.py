@@ -90,6 +90,7 @@ def test_a_new_user_trains_a_model_and_shares_the_run(browser, studio, files, tm
     page.locator("input[name=name]").fill("letters-grpo")
     page.get_by_label("Model (local folder or hub id)").fill(str(files["model"]))
     page.locator("#preset").select_option("grpo")
+    page.locator("details[data-group=optim] > summary").click()  # the learning rate's collapsed section
     for name, value in {
         "algorithm.group_size": "4",
         "optim.prompts_per_step": "4",

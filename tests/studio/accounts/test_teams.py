@@ -21,6 +21,12 @@ class TeamsTest(StudioTestCase):
         self.assertEqual(self.add(self.bob, "alice", EDITOR).status_code, 201)
         self.assertEqual((self.team.role_of(self.alice), self.team.role_of(self.bob)), (EDITOR, OWNER))
 
+    def test_the_teams_page_offers_viewer_as_a_new_members_role(self):
+        self.client.force_login(self.alice)
+        page = self.client.get("/teams/").content.decode()
+        self.assertIn('<option value="viewer" selected>Viewer</option>', page)
+        self.assertNotIn('<option value="owner" selected>', page)
+
     def test_the_teams_page_refuses_a_role_that_does_not_exist(self):
         self.client.force_login(self.alice)
         page = {"add_member": "1", "team": self.team.pk, "username": "charlie"}

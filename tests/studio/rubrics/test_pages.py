@@ -67,3 +67,18 @@ class RubricPagesTest(StudioTestCase):
         with mock.patch("studio.rubrics.pages.try_rubric", return_value={"results": []}) as scored:
             self.client.post("/rubrics/new/", self.rubric_try())
         scored.assert_called_once()
+
+    def test_a_bad_pattern_met_by_try_it_is_shown_once_at_its_criterion(self):
+        self.client.force_login(self.bob)
+        body = {"team": self.team.pk, "name": "R", "count": "1", "c0.name": "r", "c0.kind": "regex", "c0.shown_kind": "regex",
+                "c0.weight": "1", "c0.params.pattern": "(", "c0.params.mode": "search", "action": "try",
+                "try_prompt": "p", "try_completions": "x"}  # fmt: skip
+        page = self.client.post("/rubrics/new/", body).content.decode()
+        self.assertEqual(page.count("invalid regular expression"), 1)
+        self.assertIn('<h3>Criterion 1 <small class="error">invalid regular expression', page)
+
+    def test_a_try_it_error_is_shown_once_beside_the_score_button(self):
+        self.client.force_login(self.bob)
+        page = self.client.post("/rubrics/new/", self.rubric_try(try_completions="")).content.decode()
+        self.assertEqual(page.count("type at least one completion"), 1)
+        self.assertIn('<p class="error" data-try-error>type at least one completion', page)

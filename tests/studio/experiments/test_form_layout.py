@@ -1,0 +1,107 @@
+"""The experiment form's layout (studio.experiments.layout): the preset first and once, the
+settings it sets in an open section, the rest in collapsed groups with changes from the preset
+marked, known models offered, and what a step costs beside the batch settings. The fields and
+their names are the same as before: every knob is on the page, once."""
+
+from __future__ import annotations
+
+import re
+
+from studio.bootstrap import demo_model_path
+from studio.experiments import forms
+from studio.experiments.layout import BATCH_FIELDS, StepCost, preset_settings
+from studio.experiments.models import Experiment
+from tests.studio.base import StudioTestCase
+
+FORM_FIELD = re.compile(r'<(?:input|select|textarea)\b[^>]*\bname="([^"]+)"')
+
+
+def group(response, key: str):
+    return next(g for g in response.context["groups"] if g.key == key)
+
+
+def field(response, name: str):
+    return next(f for g in response.context["groups"] for f in g.fields if f.name == name)
+
+
+class ExperimentFormLayoutTest(StudioTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.client.force_login(self.bob)
+
+    def test_a_new_form_leads_with_the_preset_named_once_and_shows_what_it_sets(self):
+        response = self.client.get("/experiments/new/")
+        page = response.content.decode()
+        form = page[page.index("data-experiment-form") :]
+        self.assertEqual(FORM_FIELD.findall(form)[:2], ["csrfmiddlewaretoken", "preset"])  # the first field
+        self.assertEqual(len(re.findall(r"<label[^>]*>\s*preset\b", page, re.I)), 1)
+        self.assertIn('<input type="hidden" name="algorithm.preset" value="grpo">', page)
+        preset = group(response, "preset")
+        self.assertFalse(preset.collapsed)
+        self.assertEqual({f.name for f in preset.fields}, set(preset_settings("grpo")))
+        self.assertEqual(field(response, "algorithm.kl_beta").value, 0.04)  # the preset's value, filled in
+        self.assertFalse(any(f.changed for g in response.context["groups"] for f in g.fields))
+        self.assertEqual(len(re.findall(r'<details class="panel form-group"', page)), 7)  # one per RunSpec section
+
+    def test_every_knob_is_on_the_page_once_under_its_old_name(self):
+        page = self.client.get(f"/experiments/{self.experiment.pk}/edit/").content.decode()
+        names = FORM_FIELD.findall(page[page.index("data-experiment-form") :])
+        schema_fields = [f.name for _, fields in forms.experiment_sections({}, {}) for f in fields]
+        meta = ["csrfmiddlewaretoken", "team", "name", "description", "dataset", "rubric", "model_path", "preset"]
+        self.assertEqual(sorted(names), sorted(meta + schema_fields))
+
+    def test_a_value_that_differs_from_the_preset_is_marked_and_says_what_the_preset_gives(self):
+        self.experiment.preset = "grpo"
+        self.experiment.config = {"algorithm": {"kl_beta": 0.1}, "optim": {"lr": 0.001, "total_steps": 100}}
+        self.experiment.save()
+        response = self.client.get(f"/experiments/{self.experiment.pk}/edit/")
+        kl_beta, lr = field(response, "algorithm.kl_beta"), field(response, "optim.lr")
+        self.assertEqual((kl_beta.changed, kl_beta.baseline, kl_beta.baseline_from), (True, "0.04", "preset"))
+        self.assertEqual((lr.changed, lr.baseline), (True, "1e-06"))  # not set by grpo: the default it keeps
+        self.assertFalse(field(response, "optim.total_steps").changed)  # 100 is the default
+        self.assertEqual(group(response, "optim").changed, 1)
+        self.assertContains(response, "changed from <span data-baseline-from>preset</span>: <code data-baseline>0.04")
+        self.assertContains(response, '<span class="changed-count" data-changed-count >1 changed</span>', html=False)
+
+    def test_without_a_preset_values_are_compared_with_the_defaults(self):
+        response = self.client.get(f"/experiments/{self.experiment.pk}/edit/")  # preset "", total_steps 5
+        steps = field(response, "optim.total_steps")
+        self.assertEqual((steps.changed, steps.baseline, steps.baseline_from), (True, "100", "default"))
+        self.assertEqual(group(response, "preset").fields, [])
+        self.assertContains(response, "No preset chosen")
+
+    def test_a_group_holding_a_field_error_is_open(self):
+        body = {"team": self.team.pk, "name": "e2", "dataset": self.dataset.pk, "rubric": self.rubric.pk,
+                "model_path": "/m", "preset": "grpo", "optim.lr": "fast"}  # fmt: skip
+        response = self.client.post("/experiments/new/", body)
+        self.assertTrue(group(response, "optim").has_error)
+        self.assertContains(response, '<details class="panel form-group" data-group="optim" open')
+        self.assertEqual(Experiment.objects.count(), 1)
+
+    def test_the_model_field_offers_the_demo_model_and_the_models_of_experiments_one_can_see(self):
+        Experiment.objects.create(team=self.other_team, name="theirs", dataset=self.dataset, rubric=self.rubric,
+                                  model_path="/models/not-for-bob", created_by=self.charlie)  # fmt: skip
+        demo = demo_model_path()
+        demo.mkdir(parents=True)
+        (demo / "config.json").write_text("{}")
+        page = self.client.get("/experiments/new/").content.decode()
+        datalist = page[page.index('<datalist id="known-models">') :].split("</datalist>")[0]
+        self.assertEqual(re.findall(r'<option value="([^"]+)">', datalist), [str(demo), "/models/tiny"])
+        self.assertIn('list="known-models"', page)
+
+    def test_the_step_cost_is_shown_beside_the_batch_settings(self):
+        response = self.client.get("/experiments/new/")
+        self.assertEqual({f.name for f in group(response, "batch").fields}, set(BATCH_FIELDS))
+        cost = response.context["step_cost"]
+        self.assertEqual((cost.completions, cost.generated, cost.trained), (64, 64 * 64, 64 * (512 + 64)))
+        self.assertContains(response, '<b data-cost="generated">4,096</b>')
+        self.assertContains(response, '<b data-cost="trained">36,864</b>')
+
+    def test_the_step_cost_counts_dynamic_sampling_rounds_and_optimisation_passes(self):
+        self.experiment.preset = "dapo"
+        self.experiment.config = {"algorithm": {"dynamic_sampling": True, "dynamic_sampling_max_rounds": 3,
+                                                "ppo_epochs": 2, "group_size": 4}}  # fmt: skip
+        self.experiment.save()
+        cost = self.client.get(f"/experiments/{self.experiment.pk}/edit/").context["step_cost"]
+        self.assertEqual(cost, StepCost(prompts=8, group=4, new_tokens=64, prompt_tokens=512, rounds=3, passes=2))
+        self.assertEqual((cost.generated, cost.trained), (3 * 32 * 64, 32 * (512 + 64)))
