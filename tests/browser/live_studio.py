@@ -5,11 +5,14 @@ SQLite file in a temp folder. Everything runs as separate processes, as in produ
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -98,6 +101,23 @@ class LiveStudio:
             except subprocess.TimeoutExpired:
                 proc.kill()
         self.children.stop_all()
+
+    @contextlib.contextmanager
+    def synthetic_run(self, history: int, total: int, interval: float) -> Iterator[dict]:
+        """A run written by synthetic_run.py: `history` steps at once, then one every `interval`
+        seconds up to `total`; yields what the feeder prints first (the run's id, a session)."""
+        log = self.folder / "feeder.log"
+        feeder = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("synthetic_run.py")), str(history), str(total), str(interval)],
+            cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=log.open("w"), text=True,
+        )  # fmt: skip
+        try:
+            line = feeder.stdout.readline()
+            assert line, f"the feeder died: {log.read_text()[-2000:]}"
+            yield json.loads(line)
+        finally:
+            feeder.terminate()
+            feeder.wait(timeout=10)
 
     def logs(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in self.folder.glob("*.log"))

@@ -8,15 +8,11 @@ DevTools Protocol (Performance.getMetrics with thread ticks), divided by the ste
 and, of that, the time spent in plotly's drawing calls, however the page makes them.
 """
 
-import json
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.browser.live_studio import ROOT, LiveStudio, requires_chromium
+from tests.browser.live_studio import LiveStudio, requires_chromium
 
 pytestmark = [pytest.mark.slow, requires_chromium]
 
@@ -51,19 +47,8 @@ def studio(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def live_run(studio):
-    feeder = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("synthetic_run.py")), str(HISTORY), str(TOTAL), str(INTERVAL)],
-        cwd=ROOT,
-        env=studio.env,
-        stdout=subprocess.PIPE,
-        stderr=(studio.folder / "feeder.log").open("w"),
-        text=True,
-    )
-    line = feeder.stdout.readline()
-    assert line, f"the feeder died: {(studio.folder / 'feeder.log').read_text()[-2000:]}"
-    yield json.loads(line)
-    feeder.terminate()
-    feeder.wait(timeout=10)
+    with studio.synthetic_run(HISTORY, TOTAL, INTERVAL) as run:
+        yield run
 
 
 def open_run_page(browser, studio, live_run, width=1366, height=768):

@@ -4,7 +4,6 @@ steps really take, a header on one line at 1,400 px, a group strip that scrolls,
 Runs other than the synthetic one are made and stepped by small scripts in the studio's
 environment, through the same path a worker reports on (tests/browser/synthetic_run.py)."""
 
-import json
 import os
 import re
 import shutil
@@ -59,19 +58,8 @@ def studio(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def live_run(studio):
-    feeder = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("synthetic_run.py")), str(HISTORY), str(TOTAL), str(INTERVAL)],
-        cwd=ROOT,
-        env=studio.env,
-        stdout=subprocess.PIPE,
-        stderr=(studio.folder / "feeder.log").open("w"),
-        text=True,
-    )
-    line = feeder.stdout.readline()
-    assert line, f"the feeder died: {(studio.folder / 'feeder.log').read_text()[-2000:]}"
-    yield json.loads(line)
-    feeder.terminate()
-    feeder.wait(timeout=10)
+    with studio.synthetic_run(HISTORY, TOTAL, INTERVAL) as run:
+        yield run
 
 
 def new_run(studio, name: str, state: str = "queued") -> int:

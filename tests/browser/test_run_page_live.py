@@ -5,18 +5,15 @@ run in a fresh browser context and revoking it cuts that context off at once.
 Screenshots of the live page at laptop and wide-monitor sizes land in the test's temp
 folder (and in $RUN_PAGE_SCREENSHOTS when set)."""
 
-import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.browser.live_studio import ROOT, LiveStudio, requires_chromium
+from tests.browser.live_studio import LiveStudio, requires_chromium
 
 pytestmark = [pytest.mark.slow, requires_chromium]
 
@@ -33,19 +30,8 @@ def studio(tmp_path_factory):
 @pytest.fixture(scope="module")
 def live_run(studio):
     """A run with HISTORY steps written and one more step every INTERVAL seconds."""
-    feeder = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("synthetic_run.py")), str(HISTORY), str(TOTAL), str(INTERVAL)],
-        cwd=ROOT,
-        env=studio.env,
-        stdout=subprocess.PIPE,
-        stderr=(studio.folder / "feeder.log").open("w"),
-        text=True,
-    )
-    line = feeder.stdout.readline()
-    assert line, f"the feeder died: {(studio.folder / 'feeder.log').read_text()[-2000:]}"
-    yield json.loads(line)
-    feeder.terminate()
-    feeder.wait(timeout=10)
+    with studio.synthetic_run(HISTORY, TOTAL, INTERVAL) as run:
+        yield run
 
 
 def owner_page(browser, studio, live_run, width=1366, height=768, scheme="light"):

@@ -1,7 +1,6 @@
 """A warning the trainer reports while the run page is open (a criterion failing on most
 rollouts) appears as a banner under the run's header at once, through the real websocket."""
 
-import json
 import subprocess
 import sys
 
@@ -36,15 +35,8 @@ def studio(tmp_path_factory):
 @pytest.fixture(scope="module")
 def quiet_run(studio):
     """A run with a few steps of history and no live traffic (TOTAL = HISTORY)."""
-    feeder = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "browser" / "synthetic_run.py"), "3", "3", "0.5"],
-        cwd=ROOT, env=studio.env, stdout=subprocess.PIPE, stderr=(studio.folder / "feeder.log").open("w"), text=True,
-    )  # fmt: skip
-    line = feeder.stdout.readline()
-    assert line, f"the feeder died: {(studio.folder / 'feeder.log').read_text()[-2000:]}"
-    yield json.loads(line)
-    feeder.terminate()
-    feeder.wait(timeout=10)
+    with studio.synthetic_run(3, 3, 0.5) as run:
+        yield run
 
 
 def test_a_live_warning_shows_as_a_banner_and_stays_after_a_reload(browser, studio, quiet_run):
