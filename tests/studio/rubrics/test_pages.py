@@ -75,7 +75,9 @@ class RubricPagesTest(StudioTestCase):
                 "try_prompt": "p", "try_completions": "x"}  # fmt: skip
         page = self.client.post("/rubrics/new/", body).content.decode()
         self.assertEqual(page.count("invalid regular expression"), 1)
-        self.assertIn('<h3>Criterion 1 <small class="error">invalid regular expression', page)
+        # beside the field it is about (the criterion's parameter), not in the page's error list
+        field = page[page.index('data-field="c0.params.pattern"') : page.index('data-field="c0.params.mode"')]
+        self.assertIn('<small class="error">invalid regular expression', field)
 
     def test_a_try_it_error_is_shown_once_beside_the_score_button(self):
         self.client.force_login(self.bob)
