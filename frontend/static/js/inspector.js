@@ -269,6 +269,10 @@ export class Inspector {
     this.fillCriteria();
     if (fresh.length) {
       this.tbody.querySelector("tr.empty")?.remove();
+      if (atTop) {
+        for (const row of this.tbody.querySelectorAll("tr.is-new")) row.classList.remove("is-new");
+        for (const it of this.items) it._new = false;
+      }
       this.tbody.insertAdjacentHTML(atTop ? "afterbegin" : "beforeend", fresh.map((it) => this.rowHtml(it)).join(""));
     }
     if (atTop) {
