@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from studio.experiments.forms import EXPERIMENT_SECTIONS
 from studio.experiments.layout import StepCost
 from tests.browser.live_studio import ROOT, LiveStudio, requires_chromium
 
@@ -64,7 +65,7 @@ def test_the_new_experiment_form_leads_with_the_preset_and_keeps_marks_and_step_
     assert "algorithm.kl_beta" in in_preset.evaluate_all("els => els.map(e => e.dataset.field)")
     assert page.locator("[name='algorithm.kl_beta']").input_value() == "0.04"
     sections = page.locator("details[data-group]")
-    assert sections.count() == 7 and page.locator("details[data-group][open]").count() == 0
+    assert sections.count() == len(EXPERIMENT_SECTIONS) and page.locator("details[data-group][open]").count() == 0
     lr = page.locator("[name='optim.lr']")
     assert not lr.is_visible()
     page.locator("details[data-group=optim] > summary").click()
