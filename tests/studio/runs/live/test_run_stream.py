@@ -105,8 +105,12 @@ async def test_outsiders_and_anonymous_users_are_closed_with_4403():
     for token in (tokens["charlie"], None, "not-a-token"):
         ws = await connect(run.pk, token)
         assert await ws.receive_output(timeout=5) == {"type": "websocket.close", "code": 4403}
+        # End each consumer before the next: one left waiting for its disconnect kept a database
+        # thread the event loop's teardown then waited on (a 60 s hang seen once in CI).
+        await ws.disconnect()
     ws = await connect(run.pk + 1000, tokens["bob"])  # a run that does not exist looks the same
     assert (await ws.receive_output(timeout=5))["code"] == 4403
+    await ws.disconnect()
 
 
 async def test_the_session_cookie_of_a_signed_in_member_is_enough():
