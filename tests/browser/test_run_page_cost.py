@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.browser.live_studio import LiveStudio, requires_chromium
+from tests.browser.live_studio import requires_chromium
 
 pytestmark = [pytest.mark.slow, requires_chromium]
 
@@ -36,13 +36,6 @@ TIME_PLOTLY = """() => {
     };
   }
 }"""
-
-
-@pytest.fixture(scope="module")
-def studio(tmp_path_factory):
-    live = LiveStudio(tmp_path_factory.mktemp("studio")).start(worker=False)
-    yield live
-    live.stop()
 
 
 @pytest.fixture(scope="module")

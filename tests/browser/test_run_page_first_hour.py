@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.live_studio import ROOT, LiveStudio, requires_chromium
+from tests.browser.live_studio import ROOT, requires_chromium
 
 pytestmark = [pytest.mark.slow, requires_chromium]
 
@@ -47,13 +47,6 @@ for line in sys.stdin:
     report_step(run, int(line), run.total_steps, rng, now)
     print(now, flush=True)
 """
-
-
-@pytest.fixture(scope="module")
-def studio(tmp_path_factory):
-    live = LiveStudio(tmp_path_factory.mktemp("studio")).start(worker=False)
-    yield live
-    live.stop()
 
 
 @pytest.fixture(scope="module")

@@ -13,18 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.live_studio import LiveStudio, requires_chromium
+from tests.browser.live_studio import requires_chromium
 
 pytestmark = [pytest.mark.slow, requires_chromium]
 
 HISTORY, TOTAL, INTERVAL = 150, 400, 0.5  # 125 s of live steps after the history
-
-
-@pytest.fixture(scope="module")
-def studio(tmp_path_factory):
-    live = LiveStudio(tmp_path_factory.mktemp("studio")).start(worker=False)
-    yield live
-    live.stop()
 
 
 @pytest.fixture(scope="module")

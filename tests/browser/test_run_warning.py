@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tests.browser.live_studio import ROOT, LiveStudio, requires_chromium
+from tests.browser.live_studio import ROOT, requires_chromium
 
 pytestmark = [pytest.mark.slow, requires_chromium]
 
@@ -23,13 +23,6 @@ with transaction.atomic():
     Run.objects.filter(pk=run_id).update(warning=message)
     record(run_id, [("warning", 3, {"message": message})])
 """
-
-
-@pytest.fixture(scope="module")
-def studio(tmp_path_factory):
-    live = LiveStudio(tmp_path_factory.mktemp("studio")).start(worker=False)
-    yield live
-    live.stop()
 
 
 @pytest.fixture(scope="module")
