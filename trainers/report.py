@@ -43,6 +43,9 @@ class Rollout:
     # False for groups the update did not train on: dropped by dynamic sampling (outcomes agree)
     # or generated beyond the step's batch by its last round (the surplus). Their advantage is 0.
     trained: bool = True
+    # Multi-turn episodes: each turn as `trainers.episodes.Turn.to_dict` makes it; None for a single-turn completion.
+    turns: list[dict[str, Any]] | None = None
+    end_reason: str | None = None  # "done" | "turn_limit" | "token_budget" | "error" (multi-turn only)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -329,6 +329,47 @@ class RolloutSpec(Section):
     vllm_server_url: str | None = Field(None, description="vLLM: use a separate server instead of colocating.")
 
 
+class EnvironmentSpec(Section):
+    """What the model acts in over several turns; none means one turn and done."""
+
+    kind: str = Field(..., description="Environment kind; see trainers.environments.kinds.")
+    params: dict[str, Any] = Field(default_factory=dict, description="Kind-specific parameters.")
+    max_turns: int = Field(4, ge=1, le=256, description="Model turns per episode; the episode ends after the last.")
+    max_episode_tokens: int = Field(
+        1024, ge=8, le=131072, description="Tokens after the prompt (sampled + observation) before the episode ends."
+    )
+    max_turn_tokens: int = Field(256, ge=1, le=131072, description="Tokens the model may sample in one turn.")
+    tool_timeout_s: float = Field(5.0, gt=0, le=600, description="Wall-clock limit of one tool call.")
+    tool_memory_mb: int = Field(512, ge=32, le=65536, description="Memory limit of a sandboxed tool or environment.")
+    max_observation_chars: int = Field(
+        2000, ge=16, le=1_000_000, description="Longer tool results are cut, with a note saying so."
+    )
+
+    @model_validator(mode="after")
+    def _params_match_kind(self) -> EnvironmentSpec:
+        from trainers.environments.kinds import ENVIRONMENTS
+
+        model = ENVIRONMENTS.get(self.kind).params_model  # UnknownNameError (a ValueError) lists the kinds
+        try:
+            self.__dict__["params"] = model.model_validate(self.params).model_dump()
+        except ValidationError as exc:
+            raise _located(exc, "params") from None
+        return self
+
+    def limits(self):
+        """The per-episode limits as the rollout code takes them."""
+        from trainers.environments.base import EpisodeLimits
+
+        return EpisodeLimits(
+            max_turns=self.max_turns,
+            max_episode_tokens=self.max_episode_tokens,
+            max_turn_tokens=self.max_turn_tokens,
+            tool_timeout_s=self.tool_timeout_s,
+            tool_memory_mb=self.tool_memory_mb,
+            max_observation_chars=self.max_observation_chars,
+        )
+
+
 class OptimSpec(Section):
     """Optimisation: learning rate and schedule, batch sizes, steps, gradient clipping, seed."""
 
@@ -373,6 +414,9 @@ class RunSpec(Section):
     reward: RewardSpec = Field(default_factory=RewardSpec)
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
     rollout: RolloutSpec = Field(default_factory=RolloutSpec)
+    environment: EnvironmentSpec | None = Field(
+        None, description="Multi-turn environment (tools, a simulated user...); none: one turn per prompt."
+    )
     optim: OptimSpec = Field(default_factory=OptimSpec)
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     eval: EvalSpec = Field(default_factory=EvalSpec)

@@ -1,0 +1,59 @@
+"""Turn boundaries of a training batch, as advantage estimators see them.
+
+Single-turn rollouts are the one-turn case: `turn_index` is 0 on every completion token and
+`turn_rewards` is all zeros. Observation tokens (tool results) are -1 in `turn_index` and 0 in
+the batch's mask, so no estimator can give them an advantage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class TurnLayout:
+    """B episodes, T completion columns, K = the most turns any episode has."""
+
+    turn_index: Tensor  # (B, T) long: the turn of each sampled token; -1 on observations and padding
+    turn_rewards: Tensor  # (B, K) float: the environment's reward for each turn; 0 past an episode's last
+    turn_valid: Tensor  # (B, K) bool: the episode has that turn
+    outcome: Tensor  # (B,) float: the rubric's reward of the whole episode (no turn rewards)
+    states: list[list[str]]  # per episode, per turn: the environment's state before the turn ("" unknown)
+
+    @property
+    def num_turns(self) -> Tensor:  # (B,)
+        return self.turn_valid.sum(-1)
+
+    @classmethod
+    def build(
+        cls,
+        turn_index: list[list[int]],
+        turn_rewards: list[list[float]],
+        outcome: list[float],
+        states: list[list[str]],
+        *,
+        columns: int,
+        device: torch.device | str = "cpu",
+    ) -> TurnLayout:
+        """From per-episode lists (each `turn_index[i]` as long as episode i's completion)."""
+        B, K = len(turn_index), max(1, max(len(r) for r in turn_rewards))
+        index = torch.full((B, columns), -1, dtype=torch.long)
+        rewards = torch.zeros((B, K))
+        valid = torch.zeros((B, K), dtype=torch.bool)
+        for i, (idx, rs) in enumerate(zip(turn_index, turn_rewards, strict=True)):
+            index[i, : len(idx)] = torch.tensor(idx, dtype=torch.long)
+            rewards[i, : len(rs)] = torch.tensor(rs, dtype=torch.float32)
+            valid[i, : len(rs)] = True
+        return cls(index.to(device), rewards.to(device), valid.to(device),
+                   torch.tensor(outcome, dtype=torch.float32, device=device), states)  # fmt: skip
+
+    def turn_means(self, token_values: Tensor) -> Tensor:
+        """(B, K) the mean of a (B, T) token quantity over each turn's sampled tokens (0 for absent turns)."""
+        K = self.turn_rewards.shape[1]
+        one_hot = (self.turn_index.unsqueeze(-1) == torch.arange(K, device=self.turn_index.device)).float()  # (B,T,K)
+        sums = torch.einsum("bt,btk->bk", token_values.float(), one_hot)
+        counts = one_hot.sum(1)
+        return torch.where(counts > 0, sums / counts.clamp(min=1), torch.zeros_like(sums))
