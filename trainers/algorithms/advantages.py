@@ -2,7 +2,7 @@
 
 Every entry of `ADVANTAGES` has the one signature (as verl's `core_algos`)::
 
-    fn(token_rewards, mask, group_index, *, eps, gamma) -> (advantages, returns)
+    fn(token_rewards, mask, group_index, *, eps, gamma, turns=None) -> (advantages, returns)
 
     token_rewards  (B, T) float  reward per response token; the loop puts the outcome
                                  reward on the last valid token and, with
@@ -11,6 +11,9 @@ Every entry of `ADVANTAGES` has the one signature (as verl's `core_algos`)::
     group_index    (B,)   long   prompt id of each sample; samples of one prompt form a group.
     eps            float         added to the std (or variance, when whitening) in normalisation.
     gamma          float         discount of token-level returns.
+    turns          TurnLayout    turn boundaries, turn rewards and environment states of each
+                                 episode (`trainers.algorithms.turns`); trajectory-level
+                                 estimators ignore it (turn rewards already sit in token_rewards).
     advantages     (B, T) float  0 at masked positions.
     returns        (B, T) float  discounted reward-to-go sum_{s>=t} gamma^(s-t) r_s, 0 at
                                  masked positions (for logging; only reinforce_pp uses it).
@@ -34,6 +37,7 @@ from torch import Tensor
 from trainers.algorithms.groups import group_mean, group_size, group_std
 from trainers.algorithms.masked import masked_sum, masked_whiten, zero_masked
 from trainers.algorithms.registry import Registry
+from trainers.algorithms.turns import TurnLayout
 
 AdvantageFn = Callable[..., tuple[Tensor, Tensor]]
 
@@ -70,7 +74,13 @@ def _broadcast(per_sequence: Tensor, mask: Tensor) -> Tensor:
 @ADVANTAGES.register("grpo")
 @torch.no_grad()
 def grpo_advantages(
-    token_rewards: Tensor, mask: Tensor, group_index: Tensor, *, eps: float, gamma: float
+    token_rewards: Tensor,
+    mask: Tensor,
+    group_index: Tensor,
+    *,
+    eps: float,
+    gamma: float,
+    turns: TurnLayout | None = None,
 ) -> tuple[Tensor, Tensor]:
     """A_i = (r_i - mean_g) / (std_g + eps) on every token of sample i.
 
@@ -86,7 +96,13 @@ def grpo_advantages(
 @ADVANTAGES.register("dr_grpo")
 @torch.no_grad()
 def dr_grpo_advantages(
-    token_rewards: Tensor, mask: Tensor, group_index: Tensor, *, eps: float, gamma: float
+    token_rewards: Tensor,
+    mask: Tensor,
+    group_index: Tensor,
+    *,
+    eps: float,
+    gamma: float,
+    turns: TurnLayout | None = None,
 ) -> tuple[Tensor, Tensor]:
     """A_i = r_i - mean_g: GRPO without the std division, which biases towards
     too-easy and too-hard prompts (Dr. GRPO, arXiv:2503.20783, section 3.1). `eps` is unused."""
@@ -98,7 +114,13 @@ def dr_grpo_advantages(
 @ADVANTAGES.register("rloo")
 @torch.no_grad()
 def rloo_advantages(
-    token_rewards: Tensor, mask: Tensor, group_index: Tensor, *, eps: float, gamma: float
+    token_rewards: Tensor,
+    mask: Tensor,
+    group_index: Tensor,
+    *,
+    eps: float,
+    gamma: float,
+    turns: TurnLayout | None = None,
 ) -> tuple[Tensor, Tensor]:
     """A_i = r_i - (1 / (n - 1)) * sum_{j != i} r_j  =  n / (n - 1) * (r_i - mean_g).
 
@@ -116,7 +138,13 @@ def rloo_advantages(
 @ADVANTAGES.register("reinforce_pp")
 @torch.no_grad()
 def reinforce_pp_advantages(
-    token_rewards: Tensor, mask: Tensor, group_index: Tensor, *, eps: float, gamma: float
+    token_rewards: Tensor,
+    mask: Tensor,
+    group_index: Tensor,
+    *,
+    eps: float,
+    gamma: float,
+    turns: TurnLayout | None = None,
 ) -> tuple[Tensor, Tensor]:
     """A_t = (R_t - mean) / sqrt(var + eps), R_t the discounted reward-to-go, mean and
     (unbiased) var over every valid token of the batch.
@@ -132,7 +160,13 @@ def reinforce_pp_advantages(
 @ADVANTAGES.register("reinforce_pp_baseline")
 @torch.no_grad()
 def reinforce_pp_baseline_advantages(
-    token_rewards: Tensor, mask: Tensor, group_index: Tensor, *, eps: float, gamma: float
+    token_rewards: Tensor,
+    mask: Tensor,
+    group_index: Tensor,
+    *,
+    eps: float,
+    gamma: float,
+    turns: TurnLayout | None = None,
 ) -> tuple[Tensor, Tensor]:
     """A_i = (r_i - mean_g) / sqrt(var_batch + eps) on every token of sample i, var_batch the
     (unbiased) variance of the group-centred scores over every valid token of the batch.
@@ -151,7 +185,13 @@ def reinforce_pp_baseline_advantages(
 @ADVANTAGES.register("group_mean_batch_std")
 @torch.no_grad()
 def group_mean_batch_std_advantages(
-    token_rewards: Tensor, mask: Tensor, group_index: Tensor, *, eps: float, gamma: float
+    token_rewards: Tensor,
+    mask: Tensor,
+    group_index: Tensor,
+    *,
+    eps: float,
+    gamma: float,
+    turns: TurnLayout | None = None,
 ) -> tuple[Tensor, Tensor]:
     """A_i = (r_i - mean_g) / (std_batch + eps) on every token of sample i, std_batch the
     (unbiased) std of the batch's sequence rewards r, one value per sequence.
