@@ -5,7 +5,8 @@ studio; standard library only (it runs under `python -I`).
 `run(code, limit)` executes one cell like a notebook: the statements, then the value of a last
 bare expression (its repr, unless None). stdout and stderr are captured, keeping the first
 `limit` characters and counting the rest, so a cell printing megabytes costs a counter, not a
-pipe full of text. An exception, SystemExit included, gives the traceback's last lines.
+pipe full of text. An exception, SystemExit included, gives the traceback's last lines,
+returned apart from the output so that the caller can keep its end (the error) whole.
 """
 
 import ast
@@ -45,7 +46,7 @@ def run(code, limit):
     out = Capped(limit)
     saved = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = out
-    error = None
+    error = traceback_text = None
     try:
         tree = ast.parse(code, filename, "exec")
         last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
@@ -59,7 +60,7 @@ def run(code, limit):
         shown = traceback.TracebackException.from_exception(exc)
         shown.stack = traceback.StackSummary.from_list([f for f in shown.stack if f.filename.startswith("<cell")])
         lines = "".join(shown.format()).rstrip().splitlines()
-        print("\n".join(lines[-TRACEBACK_LINES:]))
+        traceback_text = "\n".join(lines[-TRACEBACK_LINES:]) + "\n"
     finally:
         sys.stdout, sys.stderr = saved
-    return {"output": "".join(out.parts), "dropped": out.dropped, "error": error}
+    return {"output": "".join(out.parts), "dropped": out.dropped, "error": error, "traceback": traceback_text}

@@ -14,6 +14,7 @@ from typing import Any
 from trainers.environments.tools.base import TOOLS, Clipped, FunctionTool, ToolError
 from trainers.environments.tools.sandboxed import INTERPRETER, EpisodeSandbox
 
+NOTE_ROOM = 40  # characters kept free for the note saying how much output was cut
 RESTARTED = "[the interpreter was stopped: earlier variables and imports are gone]"
 
 
@@ -40,8 +41,19 @@ class Python(FunctionTool):
             raise ToolError(outcome.error, shown=shown)
         reply = outcome.value
         if reply["error"]:
-            raise ToolError(reply["error"], shown=Clipped(reply["output"], reply["dropped"]))
+            raise ToolError(reply["error"], shown=self._with_traceback(reply))
         return Clipped(reply["output"], reply["dropped"])
+
+    def _with_traceback(self, reply: dict[str, Any]) -> Clipped:
+        """The output, then the traceback; when they do not fit, the output is cut, not the
+        traceback's end (the error is what the model most needs to read)."""
+        limit = self.limits.max_observation_chars
+        tb = reply["traceback"][-max(limit - NOTE_ROOM, limit // 2) :]
+        room = max(limit - len(tb) - NOTE_ROOM, 0)
+        output = reply["output"]
+        more = reply["dropped"] + max(len(output) - room, 0)
+        cut = f"{output[:room]}\n[truncated: {more} more characters]\n" if more else output
+        return Clipped(cut + tb)
 
     def close(self) -> None:
         if self._sandbox is not None:

@@ -39,3 +39,12 @@ def test_an_exception_shows_the_traceback_of_the_cell_and_the_interpreter_goes_o
 def test_output_is_cut_in_the_sandbox_and_counted(python):
     out = run(python, "print('x' * 1_000_000)")
     assert (out.text, out.more) == ("x" * 400, 1_000_001 - 400)
+
+
+def test_when_output_and_traceback_do_not_fit_the_output_is_cut_not_the_error(python):
+    with pytest.raises(ToolError) as caught:
+        run(python, "print('x' * 10_000)\nraise ValueError('the part that matters')")
+    shown = caught.value.shown.text
+    assert shown.startswith("xxx") and "[truncated: " in shown
+    assert shown.endswith("ValueError: the part that matters\n")
+    assert len(shown) <= LIMITS.max_observation_chars
