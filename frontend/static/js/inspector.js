@@ -43,7 +43,7 @@ function plural(n, word) {
 }
 
 function toolCallHtml(call) {
-  const args = typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments ?? {}, null, 1);
+  const args = typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments ?? {});
   const outcome = call.error
     ? `<pre class="tool-error" title="the tool failed: this error went back to the model">⚠ ${esc(call.error)}</pre>`
     : `<pre class="tool-result">${esc(call.result ?? "")}</pre>`;
