@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import transaction
 
-from studio.runs import events, prompts, texts
+from studio.runs import episodes, events, prompts, texts
 from studio.runs.models import (
     PREVIEW_CHARS,
     RUNNING,
@@ -145,11 +145,13 @@ class DatabaseReporter:
                 for name, s in rollout.scores.items()
             }
         )
+        turns = without_nul(rollout.turns)
         return RolloutRow(
             run_id=self.run_id, step=rollout.step, prompt_id=str(rollout.prompt_id), sample_index=rollout.sample_index,
             run_prompt=run_prompt, completion=completion, preview=text[:PREVIEW_CHARS],
             reward=float(rollout.reward), advantage=float(rollout.advantage), num_tokens=int(rollout.num_tokens),
             finish_reason=rollout.finish_reason, scores=scores, logprobs=rollout.logprobs, trained=rollout.trained,
+            turns=turns, end_reason=rollout.end_reason or "", **episodes.columns(turns, rollout.end_reason),
         )  # fmt: skip
 
 

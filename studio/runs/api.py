@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from studio.accounts import permissions as perms
 from studio.experiments import paths, specs
 from studio.lib.params import QueryError, number_param
-from studio.runs import lifecycle, rollout_query, texts
+from studio.runs import episodes, lifecycle, rollout_query, texts
 from studio.runs.access import readable_run
 from studio.runs.models import Checkpoint, Rollout, Run, RunEvent
 
@@ -42,15 +42,20 @@ class RunDetailSerializer(RunSerializer):
 
 class RolloutSerializer(serializers.ModelSerializer):
     prompt = serializers.JSONField(source="run_prompt.content", help_text="Text or a list of chat messages.")
+    tools_used = serializers.SerializerMethodField(help_text="Names of the tools the episode called.")
 
     class Meta:
         model = Rollout
         fields = ["id", "run", "step", "prompt_id", "sample_index", "prompt", "completion", "reward", "advantage",
-                  "num_tokens", "finish_reason", "trained", "scores", "logprobs"]  # fmt: skip
+                  "num_tokens", "finish_reason", "trained", "scores", "logprobs", "turns", "end_reason", "num_turns",
+                  "tool_calls", "tool_errors", "tools_used", "ended_at_limit"]  # fmt: skip
+
+    def get_tools_used(self, rollout: Rollout) -> list[str]:
+        return episodes.unpack_tools(rollout.tools_used)
 
 
 def capped(data: dict) -> dict:
-    """`data` with its prompt and completion cut to texts.TEXT_CAP characters per message, and
+    """`data` with its prompt, completion and turns cut to texts.TEXT_CAP characters per message, and
     `truncated: {field: full length}` naming those cut (the rest: the rollout's text/ endpoint)."""
     fields, truncated = texts.capped({name: data[name] for name in texts.FIELDS if name in data})
     return {**data, **fields, "truncated": truncated}
@@ -153,12 +158,14 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def rollout(self, request, pk=None, rollout_id=None):
         """One rollout, with `group`: the other completions of its (step, prompt_id), shown side by side.
 
-        Prompt and completion (the group's too) carry at most 20,000 characters per message;
+        `turns` (multi-turn episodes, else null) holds each turn: its text, tool calls with their
+        arguments and result or error, the observation (not trained on), reward, reason, advantage.
+        Prompt, completion (the group's too) and each text of the turns carry at most 20,000 characters;
         `truncated` names each field cut, with its full length, to be read from `.../text/`."""
         run = readable_run(request, pk)  # members, or a live share link (read-only)
         rollout = get_object_or_404(Rollout.objects.select_related("run_prompt"), run=run, pk=rollout_id)
         group = Rollout.objects.filter(run=run, step=rollout.step, prompt_id=rollout.prompt_id).order_by("sample_index")
-        group = group.select_related("run_prompt").defer("logprobs", "run_prompt__content")
+        group = group.select_related("run_prompt").defer("logprobs", "turns", "run_prompt__content")
         data = capped(RolloutSerializer(rollout).data)
         data["group"] = [capped({**r.summary(), "completion": r.completion}) for r in group]
         return Response(data)
@@ -166,8 +173,8 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @extend_schema(operation_id="runs_rollout_text")
     @action(detail=True, methods=["get"], url_path=r"rollouts/(?P<rollout_id>\d+)/text", permission_classes=[AllowAny])
     def rollout_text(self, request, pk=None, rollout_id=None):
-        """The full text of one field of a rollout, `?field=prompt|completion`, in windows: each
-        message's characters [offset, offset + limit) (limit ≤ 1,000,000), and `next_offset` while
+        """The full text of one field of a rollout, `?field=prompt|completion|turns`, in windows: each
+        message's (each text of each turn's) characters [offset, offset + limit) (limit ≤ 1,000,000), and `next_offset` while
         any message goes on. Readable by whoever may read the rollout."""
         run = readable_run(request, pk)  # members, or a live share link (read-only)
         params = request.query_params
@@ -176,9 +183,9 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         except QueryError as exc:
             return Response({exc.field: str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         rollout = get_object_or_404(Rollout.objects.select_related("run_prompt"), run=run, pk=rollout_id)
-        value = rollout.run_prompt.content if field == "prompt" else rollout.completion
-        window, more = texts.window(value, offset, limit)
-        return Response({"field": field, "chars": texts.chars(value), "offset": offset, "limit": limit,
+        value = rollout.run_prompt.content if field == "prompt" else getattr(rollout, field)
+        window, more = texts.field_window(field, value, offset, limit)
+        return Response({"field": field, "chars": texts.field_chars(field, value), "offset": offset, "limit": limit,
                          "value": window, "next_offset": offset + limit if more else None})  # fmt: skip
 
 

@@ -19,6 +19,7 @@ from django.db import models
 
 from studio.accounts.models import Team
 from studio.experiments.models import Experiment
+from studio.runs import episodes
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
 STATES = (
@@ -172,6 +173,19 @@ class Rollout(models.Model):
     trained = models.BooleanField(
         default=True, help_text="False: dynamic sampling dropped its group, or generated it beyond the batch."
     )
+    # Multi-turn episodes (studio.runs.episodes): the turns as reported, and columns derived from them
+    # once at write time so the inspector's filters read a column, never the JSON.
+    turns = models.JSONField(
+        null=True, blank=True, help_text="Each turn as trainers.episodes.Turn.to_dict(); null: single turn."
+    )
+    end_reason = models.CharField(
+        max_length=20, blank=True, help_text="done | turn_limit | token_budget | error (multi-turn)."
+    )
+    num_turns = models.IntegerField(default=1)
+    tool_calls = models.IntegerField(default=0)
+    tool_errors = models.IntegerField(default=0)
+    tools_used = models.CharField(max_length=1000, blank=True, help_text="`,name,name,`: see studio.runs.episodes.")
+    ended_at_limit = models.BooleanField(default=False, help_text="end_reason is turn_limit or token_budget.")
 
     class Meta:
         indexes = [
@@ -201,6 +215,12 @@ class Rollout(models.Model):
             "trained": self.trained,
             "scores": {name: s.get("score") for name, s in self.scores.items()},
             "preview": self.preview,
+            "num_turns": self.num_turns,
+            "tool_calls": self.tool_calls,
+            "tool_errors": self.tool_errors,
+            "tools_used": episodes.unpack_tools(self.tools_used),
+            "ended_at_limit": self.ended_at_limit,
+            "end_reason": self.end_reason,
         }
 
 

@@ -46,8 +46,19 @@ PANELS: tuple[Panel, ...] = (
     ),
     Panel("tokens", "Tokens / s", r"^perf/(\w+_)?tokens_per_s$"),
     Panel("timing", "Time per step (s)", r"^timing/(generate|score|train)_s$", stacked=True),
+    # Multi-turn episodes (trainers/rollouts.py). Tool time is spent inside generation (tools run
+    # between turns), so it is not a slice of the stacked step time: a panel of its own.
+    Panel("turns", "Turns per episode", r"^episode/turns_mean$"),
+    Panel("tool_calls", "Tool calls per episode", r"^episode/tool_calls(_mean|/[^/]+)$"),
+    Panel(
+        "tool_quality", "Tool calls: error and well-formed rates", r"^episode/(tool_error_rate|well_formed_call_rate)$"
+    ),
+    Panel("episode_ends", "Episodes answered / ended at a limit", r"^episode/(answered_frac|ended_at_limit_frac)$"),
+    Panel("observation", "Observation tokens per episode (not trained on)", r"^episode/observation_tokens_mean$"),
+    Panel("tool_time", "Tool time (s)", r"^timing/tool_s$"),
     # Catch-alls last: the rest of a namespace that has panels above.
     Panel("reward_other", "Reward diagnostics", r"^reward/"),
+    Panel("episode_other", "Episodes", r"^episode/"),
     Panel("timing_other", "Timing (s)", r"^timing/"),
 )
 

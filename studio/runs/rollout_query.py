@@ -20,6 +20,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
 from studio.lib.params import QueryError, flag_param, number_param
+from studio.runs import episodes
 from studio.runs.models import Rollout, RolloutScore, RunPrompt
 from studio.sharing.models import Note
 
@@ -38,9 +39,14 @@ BOUNDS = {
     "step_max": ("step", "max", int),
     "reward_min": ("reward", "min", float),
     "reward_max": ("reward", "max", float),
+    "turns_min": ("num_turns", "min", int),
+    "turns_max": ("num_turns", "max", int),
 }
 EQUALS = ("finish_reason", "prompt_id")  # ?<field>=<value>: the field equals it
-FLAGS = ("trained",)  # ?<field>=true|false, in the words of flag_param
+FLAGS = ("trained", "ended_at_limit")  # ?<field>=true|false, in the words of flag_param
+COUNTS = ("tool_errors",)  # ?<field>=true: the count is above 0; false: it is 0
+# ?<param>=<name>: <field>, a list of names in summaries, holds it (studio.runs.episodes packs the column).
+MEMBERS = {"tool": "tools_used"}
 # ?criterion=<name>: scored on that criterion, within score_min..score_max when given.
 CRITERION, SCORE_MIN, SCORE_MAX = "criterion", "score_min", "score_max"
 TEXT = "q"  # a substring of the whole prompt or completion, any case: summaries carry only previews
@@ -75,6 +81,12 @@ def filtered(run_id: int, params) -> QuerySet[Rollout]:
     for name in FLAGS:
         if (params.get(name) or "").strip():
             rows = rows.filter(**{name: flag_param(params, name)})
+    for name in COUNTS:
+        if (params.get(name) or "").strip():
+            rows = rows.filter(**{f"{name}__gt": 0}) if flag_param(params, name) else rows.filter(**{name: 0})
+    for name, field in MEMBERS.items():
+        if (params.get(name) or "").strip():
+            rows = rows.filter(**{f"{field}__contains": episodes.tool_pattern(params[name].strip())})
     if params.get(TEXT):
         rows = _with_text(rows, run_id, params[TEXT])
     criterion = params.get(CRITERION)
@@ -152,7 +164,7 @@ def page(run_id: int, params) -> dict[str, Any]:
                 Q(**{f"{field}__gt": value}) | Q(**{field: value, "pk__gt": pk}), **{f"{field}__gte": value}
             )
     ordering = [f"-{field}", "-pk"] if descending else [field, "pk"]
-    rows = rows.select_related("run_prompt").defer("completion", "logprobs", "run_prompt__content")
+    rows = rows.select_related("run_prompt").defer("completion", "logprobs", "turns", "run_prompt__content")
     items = list(rows.order_by(*ordering)[: limit + 1])
     next_cursor = None
     if len(items) > limit:

@@ -27,6 +27,8 @@ def rollout_rules() -> dict[str, Any]:
         "bounds": [{"param": name, "field": field, "bound": bound} for name, (field, bound, _) in rq.BOUNDS.items()],
         "equals": list(rq.EQUALS),
         "flags": list(rq.FLAGS),
+        "counts": list(rq.COUNTS),
+        "members": [{"param": name, "field": field} for name, field in rq.MEMBERS.items()],
         "flag_true": list(TRUE),
         "criterion": {"param": rq.CRITERION, "min": rq.SCORE_MIN, "max": rq.SCORE_MAX},
         "text": rq.TEXT,

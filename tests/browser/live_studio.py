@@ -103,12 +103,14 @@ class LiveStudio:
         self.children.stop_all()
 
     @contextlib.contextmanager
-    def synthetic_run(self, history: int, total: int, interval: float) -> Iterator[dict]:
+    def synthetic_run(self, history: int, total: int, interval: float, episodes: bool = False) -> Iterator[dict]:
         """A run written by synthetic_run.py: `history` steps at once, then one every `interval`
-        seconds up to `total`; yields what the feeder prints first (the run's id, a session)."""
+        seconds up to `total` (multi-turn tool episodes with `episodes`); yields what the feeder
+        prints first (the run's id, a session)."""
         log = self.folder / "feeder.log"
         feeder = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("synthetic_run.py")), str(history), str(total), str(interval)],
+            [sys.executable, str(Path(__file__).with_name("synthetic_run.py")), str(history), str(total), str(interval),
+             *(["episodes"] if episodes else [])],
             cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=log.open("w"), text=True,
         )  # fmt: skip
         try:

@@ -6,7 +6,10 @@ trainer and worker are driven by test_new_user_flow.py; this process reports thr
 same path a worker does (`studio.runs.events.record`: rows and events persisted in one
 transaction, then published to the Redis channel layer), so page, API and websocket are real.
 
-    python tests/browser/synthetic_run.py HISTORY_STEPS TOTAL_STEPS INTERVAL_S
+    python tests/browser/synthetic_run.py HISTORY_STEPS TOTAL_STEPS INTERVAL_S [episodes]
+
+With `episodes` the run is a multi-turn tool run: each rollout is an episode of one to three turns
+that calls a calculator (and, in some, a python tool that raises), with the episode/* metrics.
 
 Prints one JSON line {"run", "session", "username", "password"} once the history is
 written, then reports one step every INTERVAL_S seconds until TOTAL_STEPS.
@@ -30,7 +33,7 @@ from django.db import transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from studio.accounts.models import OWNER, Team  # noqa: E402
-from studio.runs import prompts  # noqa: E402
+from studio.runs import episodes, prompts  # noqa: E402
 from studio.runs.events import record  # noqa: E402
 from studio.runs.models import MetricPoint, Rollout, RolloutScore, Run  # noqa: E402
 
@@ -126,13 +129,66 @@ def rollouts_at(run: Run, step: int, rng: random.Random) -> list[Rollout]:
     return rows
 
 
+def episode_metrics(rng: random.Random) -> dict[str, float]:
+    return {
+        "episode/turns_mean": 2 + rng.random(),
+        "episode/tool_calls_mean": 1.5 + rng.random(),
+        "episode/tool_calls/calculator": 1.2 + rng.random() * 0.2,
+        "episode/tool_calls/python": 0.3 + rng.random() * 0.2,
+        "episode/tool_error_rate": 0.2 * rng.random(),
+        "episode/well_formed_call_rate": 0.8 + 0.2 * rng.random(),
+        "episode/answered_frac": 0.7 + 0.3 * rng.random(),
+        "episode/observation_tokens_mean": 12 + rng.random(),
+        "episode/ended_at_limit_frac": 0.3 * rng.random(),
+        "timing/tool_s": 0.4 + 0.1 * rng.random(),
+    }
+
+
+def call(name: str, arguments: dict, result: str = "", error: str | None = None) -> dict:
+    return {"name": name, "arguments": arguments, "result": result, "error": error, "seconds": 0.004,
+            "truncated": False}  # fmt: skip
+
+
+def turn(text: str, calls: list[dict], reward: float = 0.0, reason: str = "", answered: bool = False) -> dict:
+    observation = [{"role": "tool", "content": c["error"] and f"error: {c['error']}" or c["result"]} for c in calls]
+    return {"text": text, "num_tokens": len(text) // 3, "finish_reason": "stop", "tool_calls": calls,
+            "observation": observation, "observation_tokens": 6 * len(calls), "reward": reward, "reason": reason,
+            "advantage": 0.0, "answered": answered}  # fmt: skip
+
+
+def as_episode(row: Rollout, a: int, b: int, rng: random.Random) -> Rollout:
+    """The rollout as an episode: ask the calculator, sometimes try python (which raises), then answer
+    or run out of turns. Turn advantages share out the rollout's, as the trainer's would."""
+    shape = rng.choice(["direct", "calc", "calc", "python-error", "limit"])
+    ask = turn(f'<tool_call>{{"name": "calculator", "arguments": {{"expression": "{a} + {b}"}}}}</tool_call>',
+               [call("calculator", {"expression": f"{a} + {b}"}, str(a + b))], 0.1, "well-formed tool call")  # fmt: skip
+    oops = turn(f"```python\nprint({a} + {b} / 0)\n```",
+                [call("python", {"code": f"print({a} + {b} / 0)"}, error="ZeroDivisionError: division by zero")],
+                -0.1, "tool error")  # fmt: skip
+    answer = turn(row.completion, [], row.reward, "final answer scored", answered=True)
+    turns = {"direct": [answer], "calc": [ask, answer], "python-error": [oops, ask, answer], "limit": [ask, ask, ask]}
+    row.turns = turns[shape]
+    for t in row.turns:
+        t["advantage"] = row.advantage + t["reward"]
+    row.end_reason = "turn_limit" if shape == "limit" else "done"
+    for field, value in episodes.columns(row.turns, row.end_reason).items():
+        setattr(row, field, value)
+    return row
+
+
 def report_step(run: Run, step: int, total: int, rng: random.Random, wall_time: float) -> None:
     values = metrics_at(step, total, rng)
+    rollouts = rollouts_at(run, step, rng)
+    if run.spec.get("environment"):
+        values |= episode_metrics(rng)
+        for row in rollouts:
+            a, b = (int(n) for n in row.run_prompt.content[-1]["content"][len("What is ") : -1].split(" + "))
+            as_episode(row, a, b, rng)
     with transaction.atomic():
         MetricPoint.objects.bulk_create(
             MetricPoint(run=run, step=step, key=k, value=v, wall_time=wall_time) for k, v in values.items()
         )
-        rows = Rollout.objects.bulk_create(rollouts_at(run, step, rng))
+        rows = Rollout.objects.bulk_create(rollouts)
         RolloutScore.objects.bulk_create(
             RolloutScore(rollout=r, run=run, criterion=name, score=s["score"])
             for r in rows
@@ -150,7 +206,7 @@ def report_step(run: Run, step: int, total: int, rng: random.Random, wall_time: 
         )
 
 
-def create_run(total: int) -> tuple[Run, str]:
+def create_run(total: int, with_episodes: bool = False) -> tuple[Run, str]:
     user = get_user_model().objects.create_user("alice", password="pw-alice-123")
     team = Team.objects.create(name="Reasoning")
     team.add_member(user, OWNER)
@@ -159,6 +215,8 @@ def create_run(total: int) -> tuple[Run, str]:
         "rubric": {"criteria": [{"name": "correct", "kind": "exact_match"}, {"name": "format", "kind": "regex"}]},
         "algorithm": {"preset": "grpo", "kl_beta": 0.04},
     }
+    if with_episodes:
+        spec["environment"] = {"kind": "tools", "params": {"tools": ["calculator", "python"]}, "max_turns": 3}
     run = Run.objects.create(
         team=team,
         name="grpo-arith",
@@ -179,7 +237,7 @@ def create_run(total: int) -> tuple[Run, str]:
 def main() -> None:
     history, total, interval = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
     rng = random.Random(3)
-    run, session = create_run(total)
+    run, session = create_run(total, with_episodes=sys.argv[4:] == ["episodes"])
     start = time.time() - history * SECONDS_PER_STEP
     for step in range(1, history + 1):
         report_step(run, step, total, rng, start + step * SECONDS_PER_STEP)

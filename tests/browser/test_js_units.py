@@ -421,3 +421,40 @@ def test_without_the_servers_rules_the_modules_say_what_is_missing(tmp_path):
     assert "Inspector needs the server's" in inspector and "client-rules" in inspector
     assert "CurveBoard needs the server's panel rules" in board
     assert "client-rules" in page and "{% client_rules as rules %}" in page
+
+
+def episode(id_, turns, tools, errors, at_limit):
+    return {**rollout(id_, 1), "num_turns": turns, "tool_calls": len(tools), "tool_errors": errors,
+            "tools_used": tools, "ended_at_limit": at_limit}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("form", "want"),
+    [
+        ({"turns_min": "2"}, [1, 2]),
+        ({"turns_max": "1"}, [3]),
+        ({"tool": "python"}, [1]),
+        ({"tool": "calc"}, []),  # a whole name
+        ({"tool_errors": "1"}, [1]),
+        ({"tool_errors": "0"}, [2, 3]),
+        ({"ended_at_limit": "true"}, [2]),
+        ({"ended_at_limit": "1", "tool": "calculator"}, [2]),
+    ],
+)
+def test_live_episodes_pass_the_turn_and_tool_filters_as_the_server_applies_them(tmp_path, form, want):
+    live = [episode(1, 3, ["calculator", "python"], 1, False), episode(2, 2, ["calculator"], 0, True),
+            episode(3, 1, [], 0, False)]  # fmt: skip
+    got = run_js(
+        tmp_path,
+        FAKE_DOM
+        + f"""
+        const form = {json.dumps(form)};
+        globalThis.FormData = class {{ get(name) {{ return form[name] ?? null; }} }};
+        const {{ Inspector }} = await import("./inspector.js");
+        const inspector = new Inspector(root, {{ api: null, runId: 1, rules }});
+        const params = inspector.params();
+        console.log(JSON.stringify({{ params, hits: {json.dumps(live)}.filter((it) => inspector.matches(it, params)).map((it) => it.id) }}));
+        """,
+    )
+    assert got["params"] == form  # each one is a parameter the server reads (its rules name it)
+    assert got["hits"] == want

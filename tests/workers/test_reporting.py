@@ -148,3 +148,58 @@ class NulBytesTest(StudioTestCase):
         row = RolloutRow.objects.get(run=run)
         self.assertEqual((row.completion, row.preview, row.run_prompt.content), ("b\ufffdc", "b\ufffdc", "a\ufffd"))
         self.assertEqual(RunEvent.objects.get(run=run, kind="log").payload["line"], "line\ufffd")
+
+
+def episode_turns() -> list[dict]:
+    """Three turns as trainers.episodes.Turn.to_dict makes them: a calculator call, a python call that
+    raised, then the answer."""
+
+    def call(name, arguments, result="", error=None):
+        return {"name": name, "arguments": arguments, "result": result, "error": error, "seconds": 0.01,
+                "truncated": False}  # fmt: skip
+
+    def turn(text, calls, observation, reward=0.0, reason=""):
+        return {"text": text, "num_tokens": 7, "finish_reason": "stop", "tool_calls": calls,
+                "observation": observation, "observation_tokens": 5 * len(observation), "reward": reward,
+                "reason": reason, "advantage": 0.0, "answered": not calls}  # fmt: skip
+
+    return [
+        turn("<tool_call>calc</tool_call>", [call("calculator", {"expression": "6*7"}, "42")],
+             [{"role": "tool", "content": "42"}], 0.1, "well-formed call"),
+        turn("```python\n1/0\n```", [call("python", {"code": "1/0"}, error="ZeroDivisionError")],
+             [{"role": "tool", "content": "error: ZeroDivisionError"}]),
+        turn("The answer is 42.", [], [], 1.0, "correct"),
+    ]  # fmt: skip
+
+
+class TurnsTest(StudioTestCase):
+    def test_a_multi_turn_rollout_is_written_with_its_turns_and_the_columns_filters_read(self):
+        run = self.make_run("running")
+        reporter = DatabaseReporter(run.pk)
+        turns = episode_turns()
+        turns[1]["tool_calls"][0]["error"] += "\x00"  # what a tool printed, as the model can
+        episode = Rollout(step=1, prompt_id="p", sample_index=0, prompt=[{"role": "user", "content": "6*7?"}],
+                          completion="The answer is 42.", reward=1.0, turns=turns, end_reason="turn_limit")  # fmt: skip
+        single = rollout(1, 1, 0.0)
+        reporter.rollouts(1, [episode, single])
+        row, plain = RolloutRow.objects.filter(run=run).order_by("sample_index")
+        self.assertEqual([t["text"] for t in row.turns][2], "The answer is 42.")
+        self.assertEqual(row.turns[1]["tool_calls"][0]["error"], "ZeroDivisionError\ufffd")  # NUL: as elsewhere
+        self.assertEqual(
+            (row.end_reason, row.num_turns, row.tool_calls, row.tool_errors, row.tools_used, row.ended_at_limit),
+            ("turn_limit", 3, 2, 1, ",calculator,python,", True),
+        )
+        # a single-turn completion is the one-turn case
+        self.assertEqual((plain.turns, plain.end_reason, plain.num_turns, plain.tool_calls, plain.tools_used,
+                          plain.ended_at_limit), (None, "", 1, 0, "", False))  # fmt: skip
+        item = RunEvent.objects.get(run=run, kind="rollouts").payload["items"][0]
+        self.assertEqual((item["num_turns"], item["tool_errors"], item["tools_used"], item["ended_at_limit"]),
+                         (3, 1, ["calculator", "python"], True))  # fmt: skip
+
+    def test_an_episode_that_ended_on_its_own_is_not_at_the_limit(self):
+        run = self.make_run("running")
+        reporter = DatabaseReporter(run.pk)
+        reporter.rollouts(1, [Rollout(step=1, prompt_id="p", sample_index=0, prompt="q", completion="a", reward=0.0,
+                                      turns=episode_turns()[2:], end_reason="done")])  # fmt: skip
+        row = RolloutRow.objects.get(run=run)
+        self.assertEqual((row.num_turns, row.tool_calls, row.tools_used, row.ended_at_limit), (1, 0, "", False))

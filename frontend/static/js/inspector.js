@@ -1,6 +1,8 @@
 // Rollout inspector: a filtered, keyset-paginated list of a run's rollouts that grows as
 // new ones arrive on the websocket, and a detail view (prompt, completion, per-criterion
-// scores, the other completions of the same group side by side, notes).
+// scores, the other completions of the same group side by side, notes). A multi-turn episode
+// reads as a conversation: each assistant turn, its tool calls (arguments, result or error), the
+// observation that followed (not trained on), the turn's reward and advantage.
 // Rows are added and removed one by one (a live step inserts its rows, it never re-renders the list).
 // Keyboard: j / ArrowDown next, k / ArrowUp previous, Enter open, Esc close.
 
@@ -23,7 +25,8 @@ const NEWEST_FIRST = "-step";
 
 // The API parameters the filter form may send, from the server's rollout rules.
 function filterParams(r) {
-  return [...r.bounds.map((b) => b.param), ...r.equals, ...r.flags, r.criterion.param, r.criterion.min, r.criterion.max, r.text, "order"];
+  return [...r.bounds.map((b) => b.param), ...r.equals, ...r.flags, ...r.counts, ...r.members.map((m) => m.param),
+    r.criterion.param, r.criterion.min, r.criterion.max, r.text, "order"];
 }
 
 function renderText(value) {
@@ -35,8 +38,64 @@ function renderText(value) {
   return `<pre>${esc(value)}</pre>`;
 }
 
-// Windows of one field from the text/ endpoint, joined: text to text, message to message.
-function joinWindows(have, next) {
+function plural(n, word) {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
+function toolCallHtml(call) {
+  const args = typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments ?? {});
+  const outcome = call.error
+    ? `<pre class="tool-error" title="the tool failed: this error went back to the model">⚠ ${esc(call.error)}</pre>`
+    : `<pre class="tool-result">${esc(call.result ?? "")}</pre>`;
+  return `<div class="tool-call${call.error ? " has-error" : ""}">
+    <div class="tool-head"><span class="tool-name">${esc(call.name || "?")}</span><code class="tool-args">${esc(args)}</code>
+      <span class="muted">${call.seconds != null ? `${fmt(call.seconds, 3)} s` : ""}</span>${call.truncated ? ' <span class="tag">output truncated</span>' : ""}</div>
+    ${outcome}</div>`;
+}
+
+// One assistant turn of an episode, then the observation that followed it (tool results, a
+// simulated user's reply): those tokens were never trained on, and the page says so.
+function turnHtml(turn, k) {
+  const observation = (turn.observation || []).map(
+    (m) => `<div class="obs-message"><span class="role">${esc(m.role)}</span><pre>${esc(m.content)}</pre></div>`,
+  );
+  return `<article class="turn role-assistant" data-turn="${k}">
+    <header class="turn-head"><span class="role">assistant · turn ${k + 1}</span>
+      <span class="stat" title="${esc(turn.reason || "")}">reward <b class="turn-reward reward ${rewardClass(turn.reward)}">${fmt(turn.reward, 3)}</b>${turn.reason ? ` <span class="turn-reason muted">(${esc(turn.reason)})</span>` : ""}</span>
+      <span class="stat">advantage <b class="turn-advantage">${fmt(turn.advantage, 3)}</b></span>
+      <span class="muted">${turn.num_tokens} tok · ${esc(turn.finish_reason)}${turn.answered ? " · answered" : ""}</span></header>
+    <pre class="turn-text">${esc(turn.text)}</pre>
+    ${(turn.tool_calls || []).map(toolCallHtml).join("")}
+    ${observation.length ? `<div class="observation" title="Observation tokens: fed to the model, never trained on">
+      <span class="obs-label">observation · ${plural(turn.observation_tokens, "token")} · not trained on</span>${observation.join("")}</div>` : ""}
+  </article>`;
+}
+
+function renderEpisode(turns) {
+  return turns.map(turnHtml).join("");
+}
+
+function episodeSummary(it) {
+  const marks = [];
+  if (it.num_turns > 1 || it.tool_calls) marks.push(`<span class="chip">${plural(it.num_turns, "turn")}</span>`);
+  if (it.tool_calls) marks.push(`<span class="chip" title="${esc((it.tools_used || []).join(", "))}">${plural(it.tool_calls, "tool call")}</span>`);
+  if (it.tool_errors) marks.push(`<span class="tag tool-errors">${plural(it.tool_errors, "tool error")}</span>`);
+  if (it.ended_at_limit) marks.push(`<span class="tag" title="the episode ended at its ${esc(it.end_reason)}">at limit</span>`);
+  return marks.join("");
+}
+
+// Windows of one field from the text/ endpoint, joined: text to text, message to message, and for
+// an episode's turns each text of each turn (its text, tool results and errors, observation).
+function joinWindows(have, next, field) {
+  if (field === "turns") {
+    const add = (a, b) => (typeof a === "string" ? a + (b ?? "") : a);
+    return have.map((t, i) => ({
+      ...t,
+      text: add(t.text, next[i].text),
+      tool_calls: t.tool_calls.map((c, j) => ({ ...c, result: add(c.result, next[i].tool_calls[j].result), error: add(c.error, next[i].tool_calls[j].error) })),
+      observation: joinWindows(t.observation, next[i].observation),
+    }));
+  }
   if (typeof have === "string") return have + next;
   return have.map((m, i) => {
     if (typeof m === "string") return m + next[i];
@@ -70,6 +129,7 @@ export class Inspector {
     this.notes = notes;
     this.canNote = canNote;
     this.criteria = new Set(criteria);
+    this.tools = new Set(); // tools the listed episodes called: suggestions for the tool filter
     this.form = root.querySelector("form.filters");
     this.tbody = root.querySelector(".rollout-list tbody");
     this.detail = root.querySelector(".rollout-detail");
@@ -208,6 +268,18 @@ export class Inspector {
     }
   }
 
+  fillTools() {
+    const list = document.getElementById?.("rollout-tools");
+    if (!list) return;
+    const have = new Set([...list.options].map((o) => o.value));
+    for (const name of [...this.tools].sort()) {
+      if (have.has(name)) continue;
+      const opt = document.createElement("option");
+      opt.value = name;
+      list.appendChild(opt);
+    }
+  }
+
   async reload() {
     this.version += 1;
     this.reloads += 1;
@@ -265,8 +337,10 @@ export class Inspector {
       this.ids.add(it.id);
       fresh.push(it);
       for (const c of Object.keys(it.scores || {})) this.criteria.add(c);
+      for (const t of it.tools_used || []) this.tools.add(t);
     }
     this.fillCriteria();
+    this.fillTools();
     if (fresh.length) {
       this.tbody.querySelector("tr.empty")?.remove();
       if (atTop) {
@@ -301,7 +375,7 @@ export class Inspector {
       <td class="num">${it.num_tokens}</td>
       <td><span class="finish finish-${esc(it.finish_reason)}">${esc(it.finish_reason)}</span></td>
       <td class="scores col-wide">${scores}</td>
-      <td class="preview">${marks}${esc(it.preview)}</td>
+      <td class="preview">${marks}${episodeSummary(it)}${esc(it.preview)}</td>
     </tr>`;
   }
 
@@ -441,6 +515,10 @@ export class Inspector {
     for (const field of r.flags) {
       if (p[field] && it[field] !== r.flag_true.includes(p[field].trim().toLowerCase())) return false;
     }
+    for (const field of r.counts) {
+      if (p[field] && (it[field] > 0) !== r.flag_true.includes(p[field].trim().toLowerCase())) return false;
+    }
+    for (const { param, field } of r.members) if (p[param] && !(it[field] || []).includes(p[param].trim())) return false;
     if (p[r.notes.any] || p[r.notes.tag]) return false; // a rollout that just arrived carries no note yet
     const criterion = p[r.criterion.param];
     if (criterion) {
@@ -518,12 +596,15 @@ export class Inspector {
             <span class="stat">advantage <b>${fmt(r.advantage, 4)}</b></span>
             <span class="stat">length <b>${r.num_tokens}</b> tokens</span>
             <span class="stat">finish <b class="finish finish-${esc(r.finish_reason)}">${esc(r.finish_reason)}</b></span>
+            ${r.turns ? `<span class="stat">${plural(r.num_turns, "turn")} · ${plural(r.tool_calls, "tool call")}${r.tool_errors ? ` · <b class="error">${plural(r.tool_errors, "tool error")}</b>` : ""} · ended <b data-field="end_reason">${esc(r.end_reason)}</b></span>` : ""}
           </div>
         </div>
         <button type="button" class="icon" data-close title="Close (Esc)">✕</button>
       </header>
       <section><h4>Prompt</h4><div class="textblock prompt">${renderText(r.prompt)}</div>${this.showAllButton(r, "prompt")}</section>
-      <section><h4>Completion</h4><div class="textblock completion">${renderText(r.completion)}</div>${this.showAllButton(r, "completion")}</section>
+      ${r.turns
+        ? `<section><h4>Episode</h4><div class="textblock completion episode">${renderEpisode(r.turns)}</div>${this.showAllButton(r, "turns")}</section>`
+        : `<section><h4>Completion</h4><div class="textblock completion">${renderText(r.completion)}</div>${this.showAllButton(r, "completion")}</section>`}
       <section><h4>Criteria</h4><table class="criteria">${criteria || '<tr><td class="muted">no criterion scores</td></tr>'}</table></section>
       ${group.length > 1 ? `<section><h4>Group: ${group.length} completions of this prompt</h4><div class="siblings">${siblings}</div></section>` : ""}
       <section class="rollout-notes"><h4>Notes</h4><div data-notes-list></div>${this.canNote ? this.noteForm() : ""}</section>`;
@@ -552,7 +633,7 @@ export class Inspector {
       while (offset !== null) {
         const page = await this.api.get(`/api/runs/${this.runId}/rollouts/${rolloutId}/text/`, { field, offset });
         if (this.openId !== rolloutId) return; // the user moved on while it loaded
-        value = value === null ? page.value : joinWindows(value, page.value);
+        value = value === null ? page.value : joinWindows(value, page.value, field);
         offset = page.next_offset;
       }
     } catch (err) {
@@ -560,7 +641,7 @@ export class Inspector {
       button.disabled = false;
       return;
     }
-    block.innerHTML = renderText(value);
+    block.innerHTML = field === "turns" ? renderEpisode(value) : renderText(value);
     button.remove();
   }
 

@@ -24,7 +24,11 @@ def trainer_metric_keys() -> set[str]:
             "perf/gpu_mem_peak_gb", "data/generation_rounds", "data/groups_kept"}  # fmt: skip
     # An evaluation's (tests/trainers/test_evaluate.py).
     evaluation = {"eval/reward/mean", "eval/reward/std", "eval/reward/any/mean", "eval/pass@2"}
-    return set(STEP_KEYS) | set(losses) | set(gaps) | step | evaluation
+    # A multi-turn run's (trainers/rollouts.py: the keys agreed for issue 12), with one tool.
+    episode = {"episode/turns_mean", "episode/tool_calls_mean", "episode/tool_calls/calculator",
+               "episode/tool_error_rate", "episode/well_formed_call_rate", "episode/answered_frac",
+               "episode/observation_tokens_mean", "episode/ended_at_limit_frac", "timing/tool_s"}  # fmt: skip
+    return set(STEP_KEYS) | set(losses) | set(gaps) | step | evaluation | episode
 
 
 # Where each lands; None: no panel claims it, so the page draws it in its namespace's panel.
@@ -44,6 +48,11 @@ EXPECTED = {
     "timing/generate_s": "timing", "timing/score_s": "timing", "timing/train_s": "timing",
     "timing/step_s": "timing_other",
     "data/epoch": None, "data/generation_rounds": None, "data/groups_kept": None,
+    "episode/turns_mean": "turns", "episode/tool_calls_mean": "tool_calls",
+    "episode/tool_calls/calculator": "tool_calls", "episode/tool_error_rate": "tool_quality",
+    "episode/well_formed_call_rate": "tool_quality", "episode/answered_frac": "episode_ends",
+    "episode/ended_at_limit_frac": "episode_ends", "episode/observation_tokens_mean": "observation",
+    "timing/tool_s": "tool_time",
     "eval/reward/mean": None, "eval/reward/std": None, "eval/reward/any/mean": None, "eval/pass@2": None,
 }  # fmt: skip
 
@@ -61,6 +70,8 @@ def test_a_key_lands_in_the_first_panel_that_claims_it():
     assert ids.index("criteria") < ids.index("reward_other") and ids.index("timing") < ids.index("timing_other")
     assert panel_for("reward/format/mean").id == "criteria"
     assert panel_for("reward/format/max").id == "reward_other"
+    assert panel_for("episode/tool_calls/web_search").id == "tool_calls"  # a tool the form names
+    assert panel_for("episode/something_new").id == "episode_other"
 
 
 def test_only_the_time_per_step_panel_stacks():

@@ -41,6 +41,8 @@ def rule_params(rules: dict) -> set[str]:
         *(b["param"] for b in rules["bounds"]),
         *rules["equals"],
         *rules["flags"],
+        *rules["counts"],
+        *(m["param"] for m in rules["members"]),
         criterion["param"],
         criterion["min"],
         criterion["max"],
