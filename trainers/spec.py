@@ -258,6 +258,30 @@ class AlgorithmSpec(Section):
     overlong_penalty: bool = Field(False, description="DAPO soft overlong punishment.")
     overlong_buffer: int = Field(16, ge=1, description="Tokens before max_new_tokens where the soft penalty ramps up.")
     overlong_penalty_factor: float = Field(1.0, ge=0, description="Penalty at max_new_tokens.")
+    turn_advantage_weight: float = Field(
+        1.0,
+        ge=0,
+        le=100,
+        description="mt_grpo: weight of the turn-level advantages (this turn's and later turns' normalised turn "
+        "rewards) added to the outcome advantage; 0 is GRPO on the outcome.",
+    )
+    step_advantage_weight: float = Field(
+        1.0,
+        ge=0,
+        le=100,
+        description="gigpo: weight omega of the step advantage (step returns normalised among turns taken from the "
+        "same environment state) added to the episode advantage; 0 is GRPO.",
+    )
+    info_gain_weight: float = Field(
+        0.0,
+        ge=0,
+        le=100,
+        description="IGPO: add to each turn's reward this times the gain in the policy's log-probability of the "
+        "reference answer over the turn (one extra forward pass per turn); 0 is off.",
+    )
+    info_gain_answer_field: str = Field(
+        "answer", min_length=1, description="IGPO: the dataset field holding each row's reference answer."
+    )
     tis_cap: float | None = Field(
         None, gt=0, description="Truncated importance-sampling cap for engine/trainer logprob mismatch (vLLM)."
     )
