@@ -548,6 +548,30 @@ PRESETS: dict[str, dict[str, Any]] = {
         "loss_agg_mode": "token-mean",
         "kl_beta": 0.0,
     },
+    # ReTool, arXiv:2504.11536, as verl's recipe/retool (run_qwen2_7b_dapo.sh): code-interpreter RL on
+    # the outcome only (trajectory-level GRPO; interpreter output is masked from the loss, as every
+    # observation is here), DAPO's clip-higher and token-mean loss, no KL. The paper samples 16 per prompt.
+    "retool": {
+        "advantage_estimator": "grpo",
+        "policy_loss": "ppo_clip",
+        "loss_agg_mode": "token-mean",
+        "clip_ratio_low": 0.2,
+        "clip_ratio_high": 0.28,
+        "kl_beta": 0.0,
+        "overlong_filter": True,
+    },
+    # Search-R1, arXiv:2503.09516 (its GRPO runs): retrieved passages masked from the loss (every
+    # observation is here), clip 0.2, a small k3 KL loss (0.001). The paper samples 5 per prompt.
+    "search_agent": {
+        "advantage_estimator": "grpo",
+        "policy_loss": "ppo_clip",
+        "loss_agg_mode": "token-mean",
+        "clip_ratio_low": 0.2,
+        "clip_ratio_high": 0.2,
+        "kl_beta": 0.001,
+        "kl_estimator": "k3",
+        "kl_in_reward": False,
+    },
 }
 
 # Each description ends with how the preset differs from verl's actor defaults (token-mean loss,
@@ -570,6 +594,11 @@ PRESET_DESCRIPTIONS: dict[str, str] = {
     "vs verl: k3 KL loss beta 0.01, no dual-clip.",
     "lite_ppo": "Lite PPO: group-mean advantages over the batch std of the rewards, token-level loss. "
     "vs verl: no dual-clip.",
+    "retool": "ReTool: tool-integrated (code interpreter) RL on the final answer, tool output never trained on; "
+    "clip-higher, token-mean loss, no KL, truncated episodes left out of the loss. "
+    "vs verl: clip high 0.28, no dual-clip (verl's ReTool recipe sets c = 10).",
+    "search_agent": "Search-R1: a search agent trained with GRPO on the final answer, retrieved text never trained "
+    "on; clip 0.2, small KL loss. vs verl: k3 KL loss beta 0.001, no dual-clip.",
 }
 
 
