@@ -117,3 +117,28 @@ def add_info_gain(episodes: Sequence[Episode], rewards: Sequence[Sequence[float]
                 turn.reward += gain
                 note = f"info gain {gain:+.3g}"
                 turn.reason = f"{turn.reason}; {note}" if turn.reason else note
+
+
+def apply_info_gain(
+    model, tokenizer: Any, episodes: Sequence[Episode], *, weight: float, answer_field: str, batch_size: int
+) -> dict[str, float]:
+    """The loop's one call (after scoring, before advantages): add `weight` x information gain to the
+    turn rewards of every episode whose row has a reference answer. Returns `reward/info_gain_mean`
+    (over the turns that can get one: all but the last of each episode with an answer) and `reward/info_gain_frac` (episodes with an answer); {} when off."""
+    if weight == 0 or not episodes:
+        return {}
+    answers = reference_answers(tokenizer, episodes, answer_field)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    rewards = info_gain_turn_rewards(model, episodes, answers, weight=weight, batch_size=batch_size, pad_id=pad_id)
+    add_info_gain(episodes, rewards)
+    answered = [a is not None for a in answers]
+    gains = [
+        g
+        for episode, row, has_answer in zip(episodes, rewards, answered, strict=True)
+        if has_answer
+        for g in row[: len(episode.turns) - 1]  # the last turn never gets one
+    ]
+    return {
+        "reward/info_gain_mean": sum(gains) / len(gains) if gains else 0.0,
+        "reward/info_gain_frac": sum(answered) / len(answered),
+    }

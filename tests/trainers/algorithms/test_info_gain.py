@@ -135,3 +135,28 @@ def test_reference_answers_and_adding_the_gain_to_the_turns(tiny_tokenizer):
     assert with_answer.turns[0].reward == 0.25
     assert with_answer.turns[0].reason == "tool ok; info gain +0.25"
     assert with_answer.turns[1].reason == "" and without.turns[0].reward == 0.0
+
+
+def test_apply_info_gain_adds_the_weighted_gain_to_the_turn_rewards(tiny_model_path, tiny_tokenizer):
+    from transformers import AutoModelForCausalLM
+
+    from trainers.algorithms.info_gain import apply_info_gain
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path).eval()
+
+    def episodes():
+        return [
+            _episode([5, 6, 7], [([40], [90, 91]), ([41], [92]), ([42], [])], fields={"answer": "7"}),
+            _episode([5, 6, 7], [([43], [93]), ([44], [])], fields={}),
+        ]
+
+    plain, scored = episodes(), episodes()
+    answers = reference_answers(tiny_tokenizer, plain, "answer")
+    expected = info_gain_turn_rewards(model, plain, answers, weight=0.5, batch_size=8)
+    metrics = apply_info_gain(model, tiny_tokenizer, scored, weight=0.5, answer_field="answer", batch_size=8)
+    assert [[t.reward for t in ep.turns] for ep in scored] == expected
+    assert expected[0][0] != 0 and expected[1] == [0.0, 0.0]
+    # the mean is over the turns that can have a gain: the first two of the episode with an answer
+    assert metrics["reward/info_gain_mean"] == pytest.approx(sum(expected[0]) / 2)
+    assert metrics["reward/info_gain_frac"] == 0.5
+    assert apply_info_gain(model, tiny_tokenizer, episodes(), weight=0.0, answer_field="answer", batch_size=8) == {}
