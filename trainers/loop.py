@@ -31,6 +31,7 @@ import torch
 from trainers.algorithms.advantages import ADVANTAGES
 from trainers.algorithms.aggregation import accumulation_weight, aggregate_loss, aggregation_units
 from trainers.algorithms.filters import groups_with_reward_spread, overlong_loss_mask, overlong_soft_penalty
+from trainers.algorithms.info_gain import apply_info_gain
 from trainers.algorithms.kl import kl_penalty
 from trainers.algorithms.masked import masked_mean
 from trainers.algorithms.policy_losses import POLICY_LOSSES
@@ -498,6 +499,11 @@ class Trainer:
             tokenizer=self.tokenizer, environment=self.spec.environment,
         )  # fmt: skip
         episodes = [ep for s in scored for ep in s.episodes]
+        if algo.info_gain_weight > 0:  # IGPO (opt-in): information-gain turn rewards, before they are summed below
+            t0 = time.perf_counter()
+            apply_info_gain(self.model, self.tokenizer, episodes, weight=algo.info_gain_weight,
+                            answer_field=algo.info_gain_answer_field, batch_size=self.spec.optim.micro_batch_size)  # fmt: skip
+            timings["score"] += time.perf_counter() - t0
         outcomes = torch.tensor([r.reward for s in scored for r in s.results], dtype=torch.float32)  # (B,)
         rewards = outcomes
         if algo.overlong_penalty:
@@ -562,6 +568,8 @@ class Trainer:
                 [[t.state for t in ep.turns] for ep in episodes],
                 columns=T,
                 device=self.device,
+                turn_advantage_weight=self.spec.algorithm.turn_advantage_weight,
+                step_advantage_weight=self.spec.algorithm.step_advantage_weight,
             ),
             engine_logp=self._engine_logprobs(episodes, T),
         )

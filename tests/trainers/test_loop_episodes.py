@@ -53,3 +53,20 @@ def test_an_environment_that_fails_leaves_the_run_going_with_the_episodes_annota
     rollouts = reporter.rollout_batches[0][1]
     assert all(r.end_reason == "error" and "step failed on purpose" in r.error for r in rollouts)
     assert reporter.metric_points[0][1]["episode/error_frac"] == 1.0
+
+
+def test_information_gain_and_turn_level_credit_reach_the_reported_turns(tiny_model_path, tmp_path):
+    # mt_grpo with IGPO's information gain on: the demo rows carry an "answer" field, so turn 0 (not
+    # the last turn) gains weight x IG on top of the environment's 0.25; the last turn keeps 0.25.
+    env = {"kind": "test-echo", "params": {"turns": 2, "reward": 0.25}, "max_turns": 3, "max_turn_tokens": 6,
+           "max_episode_tokens": 64}  # fmt: skip
+    algorithm = {"advantage_estimator": "mt_grpo", "info_gain_weight": 5.0}
+    spec = tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 1}, environment=env, algorithm=algorithm)
+    reporter = MemoryReporter()
+    assert train(spec, reporter).status == "succeeded"
+    rollouts = reporter.rollout_batches[0][1]
+    for r in rollouts:
+        assert r.turns[1]["reward"] == 0.25 and "info gain" not in r.turns[1]["reason"]
+        assert r.turns[0]["reward"] != 0.25 and "info gain" in r.turns[0]["reason"]
+    # Turn-level credit: the two turns of an episode get different advantages (trajectory-level would not).
+    assert any(abs(r.turns[0]["advantage"] - r.turns[1]["advantage"]) > 1e-4 for r in rollouts)
