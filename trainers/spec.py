@@ -258,6 +258,30 @@ class AlgorithmSpec(Section):
     overlong_penalty: bool = Field(False, description="DAPO soft overlong punishment.")
     overlong_buffer: int = Field(16, ge=1, description="Tokens before max_new_tokens where the soft penalty ramps up.")
     overlong_penalty_factor: float = Field(1.0, ge=0, description="Penalty at max_new_tokens.")
+    turn_advantage_weight: float = Field(
+        1.0,
+        ge=0,
+        le=100,
+        description="mt_grpo: weight of the turn-level advantages (this turn's and later turns' normalised turn "
+        "rewards) added to the outcome advantage; 0 is GRPO on the outcome.",
+    )
+    step_advantage_weight: float = Field(
+        1.0,
+        ge=0,
+        le=100,
+        description="gigpo: weight omega of the step advantage (step returns normalised among turns taken from the "
+        "same environment state) added to the episode advantage; 0 is GRPO.",
+    )
+    info_gain_weight: float = Field(
+        0.0,
+        ge=0,
+        le=100,
+        description="IGPO: add to each turn's reward this times the gain in the policy's log-probability of the "
+        "reference answer over the turn (one extra forward pass per turn); 0 is off.",
+    )
+    info_gain_answer_field: str = Field(
+        "answer", min_length=1, description="IGPO: the dataset field holding each row's reference answer."
+    )
     tis_cap: float | None = Field(
         None, gt=0, description="Truncated importance-sampling cap for engine/trainer logprob mismatch (vLLM)."
     )
@@ -524,6 +548,30 @@ PRESETS: dict[str, dict[str, Any]] = {
         "loss_agg_mode": "token-mean",
         "kl_beta": 0.0,
     },
+    # ReTool, arXiv:2504.11536, as verl's recipe/retool (run_qwen2_7b_dapo.sh): code-interpreter RL on
+    # the outcome only (trajectory-level GRPO; interpreter output is masked from the loss, as every
+    # observation is here), DAPO's clip-higher and token-mean loss, no KL. The paper samples 16 per prompt.
+    "retool": {
+        "advantage_estimator": "grpo",
+        "policy_loss": "ppo_clip",
+        "loss_agg_mode": "token-mean",
+        "clip_ratio_low": 0.2,
+        "clip_ratio_high": 0.28,
+        "kl_beta": 0.0,
+        "overlong_filter": True,
+    },
+    # Search-R1, arXiv:2503.09516 (its GRPO runs): retrieved passages masked from the loss (every
+    # observation is here), clip 0.2, a small k3 KL loss (0.001). The paper samples 5 per prompt.
+    "search_agent": {
+        "advantage_estimator": "grpo",
+        "policy_loss": "ppo_clip",
+        "loss_agg_mode": "token-mean",
+        "clip_ratio_low": 0.2,
+        "clip_ratio_high": 0.2,
+        "kl_beta": 0.001,
+        "kl_estimator": "k3",
+        "kl_in_reward": False,
+    },
 }
 
 # Each description ends with how the preset differs from verl's actor defaults (token-mean loss,
@@ -546,6 +594,11 @@ PRESET_DESCRIPTIONS: dict[str, str] = {
     "vs verl: k3 KL loss beta 0.01, no dual-clip.",
     "lite_ppo": "Lite PPO: group-mean advantages over the batch std of the rewards, token-level loss. "
     "vs verl: no dual-clip.",
+    "retool": "ReTool: tool-integrated (code interpreter) RL on the final answer, tool output never trained on; "
+    "clip-higher, token-mean loss, no KL, truncated episodes left out of the loss. "
+    "vs verl: clip high 0.28, no dual-clip (verl's ReTool recipe sets c = 10).",
+    "search_agent": "Search-R1: a search agent trained with GRPO on the final answer, retrieved text never trained "
+    "on; clip 0.2, small KL loss. vs verl: k3 KL loss beta 0.001, no dual-clip.",
 }
 
 

@@ -174,3 +174,24 @@ def test_reward_watching_options_have_safe_defaults_and_bounds():
     spec = RunSpec.model_validate(BASE)
     assert (spec.reward.failure_warn_share, spec.reward.stop_after_failing_steps) == (0.5, 0)
     assert "reward.failure_warn_share" in errors_of({**BASE, "reward": {"failure_warn_share": 1.5}})
+
+
+def test_the_agent_presets_validate_with_their_papers_settings():
+    retool = RunSpec.model_validate(apply_preset(BASE, "retool")).algorithm
+    assert (retool.clip_ratio_high, retool.loss_agg_mode, retool.kl_beta) == (0.28, "token-mean", 0.0)
+    assert retool.overlong_filter and retool.advantage_estimator == "grpo"
+    search = RunSpec.model_validate(apply_preset(BASE, "search_agent")).algorithm
+    assert (search.kl_beta, search.kl_estimator, search.kl_in_reward) == (0.001, "k3", False)
+
+
+@pytest.mark.parametrize("estimator", ["mt_grpo", "gigpo"])
+def test_the_turn_level_estimators_are_valid_choices(estimator):
+    spec = RunSpec.model_validate({**BASE, "algorithm": {"advantage_estimator": estimator}})
+    assert spec.algorithm.advantage_estimator == estimator
+    assert (spec.algorithm.turn_advantage_weight, spec.algorithm.step_advantage_weight) == (1.0, 1.0)
+
+
+def test_turn_credit_weights_are_bounded_and_information_gain_is_off_by_default():
+    assert RunSpec.model_validate(BASE).algorithm.info_gain_weight == 0.0
+    errs = errors_of({**BASE, "algorithm": {"step_advantage_weight": -1, "info_gain_answer_field": ""}})
+    assert set(errs) == {"algorithm.step_advantage_weight", "algorithm.info_gain_answer_field"}

@@ -5,8 +5,11 @@ Import the submodule you need; this package imports nothing (so `catalog` and
 
 - `catalog`        names + one-line help of every registry entry (torch-free; the studio reads it)
 - `registry`       `Registry` (register / get / names), `UnknownNameError`
-- `advantages`     `ADVANTAGES`: fn(token_rewards, mask, group_index, *, eps, gamma) -> (advantages, returns);
-                   helpers `sequence_scores`, `discounted_returns`
+- `advantages`     `ADVANTAGES`: fn(token_rewards, mask, group_index, *, eps, gamma, turns=None)
+                   -> (advantages, returns); helpers `sequence_scores`, `discounted_returns`
+- `turn_advantages` the turn-aware `ADVANTAGES` entries `mt_grpo` and `gigpo`
+- `turns`          `TurnLayout`: turn boundaries, turn rewards and states of a batch
+- `info_gain`      IGPO: the policy's log-probability of the reference answer before and after each turn
 - `policy_losses`  `POLICY_LOSSES`: fn(logp, old_logp, advantages, mask, *, clip_ratio_low, clip_ratio_high,
                    dual_clip_c, loss_agg_mode, loss_agg_norm, is_weights=None) -> `PolicyLossOutput`
 - `aggregation`    `LOSS_AGGREGATIONS`, `aggregate_loss(loss_mat, mask, mode, norm)`, `aggregation_units(mask, mode)`

@@ -206,3 +206,8 @@ def group_mean_batch_std_advantages(
     std_batch = scores.std() if scores.numel() > 1 else scores.new_zeros(())
     advantage = (scores - group_mean(scores, group_index)) / (std_batch + eps)
     return _broadcast(advantage, mask), discounted_returns(token_rewards, mask, gamma)
+
+
+# Turn-aware entries live in their own module; importing it registers them after the ones above
+# (the catalog lists names in registration order).
+from trainers.algorithms import turn_advantages  # noqa: E402, F401

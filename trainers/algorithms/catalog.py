@@ -14,6 +14,10 @@ ADVANTAGE_ESTIMATORS: dict[str, str] = {
     "(REINFORCE++-baseline, as verl).",
     "group_mean_batch_std": "Group mean subtracted, divided by the batch std of the sequence rewards (Lite PPO, "
     "arXiv:2508.08221).",
+    "mt_grpo": "Turn-level credit (MT-GRPO, arXiv:2505.11821): group-normalised outcome plus, on each turn's tokens, "
+    "the group-normalised rewards of that turn and the turns after it (x turn_advantage_weight).",
+    "gigpo": "GiGPO (arXiv:2505.10978): group-normalised episode return plus step returns normalised among the "
+    "group's turns taken from the same environment state (x step_advantage_weight).",
 }
 
 POLICY_LOSSES: dict[str, str] = {

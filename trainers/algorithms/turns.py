@@ -22,6 +22,11 @@ class TurnLayout:
     turn_valid: Tensor  # (B, K) bool: the episode has that turn
     outcome: Tensor  # (B,) float: the rubric's reward of the whole episode (no turn rewards)
     states: list[list[str]]  # per episode, per turn: the environment's state before the turn ("" unknown)
+    # How turn-aware estimators weigh their turn-level part against the episode-level one
+    # (`algorithm.turn_advantage_weight` for mt_grpo, `algorithm.step_advantage_weight` for gigpo).
+    # They travel with the layout so every estimator keeps the one registry signature.
+    turn_advantage_weight: float = 1.0
+    step_advantage_weight: float = 1.0
 
     @property
     def num_turns(self) -> Tensor:  # (B,)
@@ -37,6 +42,8 @@ class TurnLayout:
         *,
         columns: int,
         device: torch.device | str = "cpu",
+        turn_advantage_weight: float = 1.0,
+        step_advantage_weight: float = 1.0,
     ) -> TurnLayout:
         """From per-episode lists (each `turn_index[i]` as long as episode i's completion)."""
         B, K = len(turn_index), max(1, max(len(r) for r in turn_rewards))
@@ -48,7 +55,21 @@ class TurnLayout:
             rewards[i, : len(rs)] = torch.tensor(rs, dtype=torch.float32)
             valid[i, : len(rs)] = True
         return cls(index.to(device), rewards.to(device), valid.to(device),
-                   torch.tensor(outcome, dtype=torch.float32, device=device), states)  # fmt: skip
+                   torch.tensor(outcome, dtype=torch.float32, device=device), states,
+                   turn_advantage_weight, step_advantage_weight)  # fmt: skip
+
+    @classmethod
+    def single_turn(cls, mask: Tensor) -> TurnLayout:
+        """One turn per sequence (every valid token in turn 0), no turn rewards, unknown states:
+        what a turn-aware estimator assumes when it is given no layout."""
+        B, device = mask.shape[0], mask.device
+        return cls(
+            turn_index=torch.where(mask.bool(), 0, -1).long(),  # (B, T)
+            turn_rewards=torch.zeros((B, 1), device=device),
+            turn_valid=torch.ones((B, 1), dtype=torch.bool, device=device),
+            outcome=torch.zeros(B, device=device),  # unknown here; the estimators read the token rewards
+            states=[[""] for _ in range(B)],
+        )
 
     def turn_means(self, token_values: Tensor) -> Tensor:
         """(B, K) the mean of a (B, T) token quantity over each turn's sampled tokens (0 for absent turns)."""
