@@ -16,10 +16,10 @@ EPISODE_KEYS = {
 }  # fmt: skip
 
 
-def multi_turn_spec(tiny_model_path, tmp_path, **environment):
+def multi_turn_spec(tiny_model_path, tmp_path, rollout=None, **environment):
     env = {"kind": "test-echo", "params": {"turns": 2, "reward": 0.25}, "max_turns": 3, "max_turn_tokens": 6,
            "max_episode_tokens": 64, **environment}  # fmt: skip
-    return tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 2}, environment=env)
+    return tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 2}, environment=env, rollout=rollout or {})
 
 
 def test_a_multi_turn_run_reports_turns_in_its_rollouts_and_episode_metrics(tiny_model_path, tmp_path):
@@ -53,3 +53,15 @@ def test_an_environment_that_fails_leaves_the_run_going_with_the_episodes_annota
     rollouts = reporter.rollout_batches[0][1]
     assert all(r.end_reason == "error" and "step failed on purpose" in r.error for r in rollouts)
     assert reporter.metric_points[0][1]["episode/error_frac"] == 1.0
+
+
+def test_a_multi_turn_run_on_vllm_trains_with_a_small_sampler_gap_on_sampled_tokens(
+    tiny_model_path, tmp_path, vllm_here
+):
+    vllm = {"engine": "vllm", "vllm_enforce_eager": True, "vllm_gpu_memory_utilization": 0.1}
+    spec = multi_turn_spec(tiny_model_path, tmp_path, rollout=vllm)
+    reporter = MemoryReporter()
+    assert train(spec, reporter).status == "succeeded"
+    assert reporter.metric_points[1][1]["episode/turns_mean"] == 2.0
+    # Engine logprobs line up with the sampled tokens of every turn (observations are not compared).
+    assert 0 < reporter.series("rollout/logprob_gap_mean")[-1] < 1e-4
