@@ -109,3 +109,20 @@ def test_an_evaluation_that_fails_midway_still_closes_its_engine(tiny_model_path
     with pytest.raises(OSError, match="the database went away"):
         evaluate(tiny_spec(tiny_model_path, tmp_path, eval={"samples_per_prompt": 2}), FailingReporter())
     assert len(closed) == 1
+
+
+def test_it_evaluates_multi_turn_episodes_with_their_turns(tiny_model_path, tmp_path):
+    from tests.trainers import episode_envs  # noqa: F401  (registers the "test-echo" kind)
+
+    environment = {"kind": "test-echo", "params": {"turns": 2, "reward": 0.25}, "max_turn_tokens": 6}
+    spec = tiny_spec(
+        tiny_model_path, tmp_path, rubric=always(True), eval={"samples_per_prompt": 2, "num_prompts": 2},
+        environment=environment,
+    )  # fmt: skip
+    reporter = MemoryReporter()
+    result = evaluate(spec, reporter)
+    rollouts = [r for _, batch in reporter.rollout_batches for r in batch]
+    assert len(rollouts) == 4 and all(r.end_reason == "done" and len(r.turns) == 2 for r in rollouts)
+    assert all(r.completion == r.turns[-1]["text"] for r in rollouts)
+    assert result.metrics["eval/reward/mean"] == pytest.approx(1.0 + 2 * 0.25)  # rubric + turn rewards
+    assert result.metrics["eval/pass@1"] == 1.0

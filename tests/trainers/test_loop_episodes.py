@@ -16,10 +16,10 @@ EPISODE_KEYS = {
 }  # fmt: skip
 
 
-def multi_turn_spec(tiny_model_path, tmp_path, **environment):
+def multi_turn_spec(tiny_model_path, tmp_path, rollout=None, **environment):
     env = {"kind": "test-echo", "params": {"turns": 2, "reward": 0.25}, "max_turns": 3, "max_turn_tokens": 6,
            "max_episode_tokens": 64, **environment}  # fmt: skip
-    return tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 2}, environment=env)
+    return tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 2}, environment=env, rollout=rollout or {})
 
 
 def test_a_multi_turn_run_reports_turns_in_its_rollouts_and_episode_metrics(tiny_model_path, tmp_path):
@@ -70,3 +70,15 @@ def test_information_gain_and_turn_level_credit_reach_the_reported_turns(tiny_mo
         assert r.turns[0]["reward"] != 0.25 and "info gain" in r.turns[0]["reason"]
     # Turn-level credit: the two turns of an episode get different advantages (trajectory-level would not).
     assert any(abs(r.turns[0]["advantage"] - r.turns[1]["advantage"]) > 1e-4 for r in rollouts)
+
+
+def test_a_multi_turn_run_on_vllm_trains_with_a_small_sampler_gap_on_sampled_tokens(
+    tiny_model_path, tmp_path, vllm_here
+):
+    vllm = {"engine": "vllm", "vllm_enforce_eager": True, "vllm_gpu_memory_utilization": 0.1}
+    spec = multi_turn_spec(tiny_model_path, tmp_path, rollout=vllm)
+    reporter = MemoryReporter()
+    assert train(spec, reporter).status == "succeeded"
+    assert reporter.metric_points[1][1]["episode/turns_mean"] == 2.0
+    # Engine logprobs line up with the sampled tokens of every turn (observations are not compared).
+    assert 0 < reporter.series("rollout/logprob_gap_mean")[-1] < 1e-4
