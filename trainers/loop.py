@@ -395,6 +395,7 @@ class Trainer:
         with a signal; then the schedule and the sampler's weights move on."""
         started = time.perf_counter()
         timings: dict[str, float] = {"generate": 0.0, "score": 0.0}
+        self.info_gain_metrics: dict[str, float] = {}
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)  # perf/gpu_mem_peak_gb is this step's peak
 
@@ -416,6 +417,7 @@ class Trainer:
             metrics
             | self._reward_metrics(first_round)
             | self._step_metrics(first_round, generated, train_groups, timings, rounds, lr)
+            | self.info_gain_metrics
         )
 
     def _train_on(self, train_groups: list[Group]) -> dict[str, float]:
@@ -501,9 +503,11 @@ class Trainer:
         episodes = [ep for s in scored for ep in s.episodes]
         if algo.info_gain_weight > 0:  # IGPO (opt-in): information-gain turn rewards, before they are summed below
             t0 = time.perf_counter()
-            apply_info_gain(self.model, self.tokenizer, episodes, weight=algo.info_gain_weight,
-                            answer_field=algo.info_gain_answer_field, batch_size=self.spec.optim.micro_batch_size)  # fmt: skip
+            found = apply_info_gain(self.model, self.tokenizer, episodes, weight=algo.info_gain_weight,
+                                    answer_field=algo.info_gain_answer_field, batch_size=self.spec.optim.micro_batch_size)  # fmt: skip
             timings["score"] += time.perf_counter() - t0
+            # Reported for the step's first round, as the reward metrics are.
+            self.info_gain_metrics = self.info_gain_metrics or found
         outcomes = torch.tensor([r.reward for s in scored for r in s.results], dtype=torch.float32)  # (B,)
         rewards = outcomes
         if algo.overlong_penalty:

@@ -65,6 +65,7 @@ def test_information_gain_and_turn_level_credit_reach_the_reported_turns(tiny_mo
     reporter = MemoryReporter()
     assert train(spec, reporter).status == "succeeded"
     rollouts = reporter.rollout_batches[0][1]
+    assert "reward/info_gain_mean" in reporter.metric_points[0][1]
     for r in rollouts:
         assert r.turns[1]["reward"] == 0.25 and "info gain" not in r.turns[1]["reason"]
         assert r.turns[0]["reward"] != 0.25 and "info gain" in r.turns[0]["reason"]

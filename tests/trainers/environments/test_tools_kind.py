@@ -122,3 +122,15 @@ def test_bad_settings_are_refused_when_saved(params, error):
     with pytest.raises(ValidationError, match=None) as caught:
         ENVIRONMENTS.get("tools").params_model.model_validate(params)
     assert error in str(caught.value), str(caught.value)
+
+
+def test_a_hermes_turn_stops_at_the_end_of_its_call_and_a_python_only_turn_at_eos():
+    from trainers.environments.base import EpisodeLimits
+    from trainers.environments.kinds.tools import ToolsEnvironment
+
+    calculator = [{"kind": "calculator", "params": {}}]
+    hermes = ToolsEnvironment.create({"tools": calculator, "formats": ["hermes"]}, EpisodeLimits())
+    assert hermes.stop_strings() == ["</tool_call>"]
+    python = [{"kind": "python", "params": {}}]
+    fenced = ToolsEnvironment.create({"tools": python, "formats": ["python"]}, EpisodeLimits())
+    assert fenced.stop_strings() == []

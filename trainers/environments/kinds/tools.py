@@ -145,6 +145,11 @@ class ToolsEnvironment(Environment):
         system = {"role": "system", "content": f"{intro}\n\n{self.system_message()}".strip()}
         return EnvironmentStart(messages=[system, *messages], state=self.state())
 
+    def stop_strings(self) -> list[str]:
+        # The model waits for a Hermes call's result; a fenced block has no closing mark distinct
+        # from its opening one, so python-format turns end at EOS and every block in them runs.
+        return ["</tool_call>"] if "hermes" in self.params.formats else []
+
     def step(self, text: str) -> StepResult:
         calls = parse_tool_calls(text, self.params.formats)
         if not calls:
