@@ -41,6 +41,20 @@ def limit_fields(config: dict[str, Any], errors: dict[str, str]) -> list[FormFie
     return fields_for(schema, schema, PREFIX, config, errors, skip=OWN_FIELDS)
 
 
+def fold_errors(errors: dict[str, str], names: set[str]) -> dict[str, str]:
+    """Errors about a part of a field ("config.params.tools.0": an unknown tool kind) shown beside that
+    field ("config.params.tools"), prefixed with the part's place; other keys as they are."""
+    out: dict[str, str] = {}
+    for key, message in errors.items():
+        field = next((name for name in names if key.startswith(f"{name}.")), None)
+        if field is None:
+            out[key] = f"{out[key]} {message}" if key in out else message
+        else:
+            text = f"{key.removeprefix(field + '.')}: {message}"
+            out[field] = f"{out[field]} {text}" if field in out else text
+    return out
+
+
 def read_environment(post) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
     """(config, {name, description, team}, parse errors by field) from the editor's POST.
 

@@ -60,6 +60,8 @@ def environment_edit(request: HttpRequest, pk: int | None = None) -> HttpRespons
                 return redirect("environment", saved.pk)
             errors.update(flat_errors(serializer.errors))
     kind = config.get("kind", "")
+    names = {f.name for f in forms.params_fields(kind, {}, {}) + forms.limit_fields({}, {})}
+    errors = forms.fold_errors(errors, names)
     params = forms.params_fields(kind, config.get("params") or {}, errors)
     limits = forms.limit_fields(config, errors)
     beside = {f.name for f in params + limits} | {f"{forms.PREFIX}kind"}  # errors shown beside their field

@@ -90,17 +90,23 @@ def test_an_agent_environment_is_made_tried_and_trained_with_its_turns_readable(
     page.get_by_role("button", name="Add dataset").click()
     page.wait_for_url(re.compile(r".*/datasets/\d+/$"))
 
+    page.goto(f"{base}/rubrics/new/")  # starts with one exact_match criterion: the final answer
+    page.locator("input[name=name]").fill("exact sum")
+    page.get_by_role("button", name="Save rubric").click()
+    page.wait_for_url(re.compile(r".*/rubrics/\d+/$"))
+
     # The environment: the kind's form comes from its params schema; a bad value is shown beside
     # its field and nothing is saved.
     page.goto(f"{base}/environments/new/")
     page.locator("input[name=name]").fill("calculator and shout")
     page.locator("[name='config.kind']").select_option("tools")  # redraws the form with the kind's fields
     page.wait_for_selector("[name='config.params.tools']")
-    page.locator("[name='config.params.tools']").fill(json.dumps(TOOLS))
-    page.locator("[name='config.max_turns']").fill("0")
+    page.locator("[name='config.params.tools']").fill(json.dumps([{"kind": "abacus"}]))
     page.get_by_role("button", name="Save environment").click()
-    assert page.locator("[data-field='config.max_turns'] .error").is_visible()
+    page.wait_for_load_state()
+    assert "abacus" in page.locator("[data-field='config.params.tools'] .error").text_content()
     assert "/environments/new/" in page.url
+    page.locator("[name='config.params.tools']").fill(json.dumps(TOOLS))
     for name, value in {"config.max_turns": "2", "config.max_turn_tokens": "12"}.items():
         page.locator(f"[name='{name}']").fill(value)
     page.get_by_role("button", name="Save environment").click()
@@ -127,7 +133,8 @@ def test_an_agent_environment_is_made_tried_and_trained_with_its_turns_readable(
                         "optim.total_steps": "30", "rollout.max_new_tokens": "12"}.items():  # fmt: skip
         page.locator(f"[name='{name}']").fill(value)
     page.get_by_role("button", name="Save experiment").click()
-    page.wait_for_url(re.compile(r".*/experiments/\d+/$"))
+    page.wait_for_load_state()
+    assert re.match(r".*/experiments/\d+/$", page.url), page.locator("ul.error").all_text_contents()
     assert "calculator and shout" in page.content()
     page.get_by_role("button", name="Launch training run").click()
     page.wait_for_url(re.compile(r".*/runs/\d+/$"))

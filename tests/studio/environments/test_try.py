@@ -98,7 +98,9 @@ class EnvironmentPageTest(StudioTestCase):
 
     def test_the_form_is_drawn_from_the_kinds_params_and_the_limits_schema(self):
         self.client.force_login(self.bob)
-        page = self.client.get("/environments/new/").content.decode()
+        self.assertEqual(self.client.get("/environments/new/").status_code, 200)
+        # Choosing a kind redraws the form with that kind's params (the select submits "refresh").
+        page = self.client.post("/environments/new/", {"config.kind": KIND, "action": "refresh"}).content.decode()
         self.assertIn('name="config.params.start"', page)
         self.assertIn('max="10"', page)  # CountdownParams.start le=10
         self.assertIn('name="config.max_turns"', page)
@@ -136,3 +138,11 @@ class EnvironmentPageTest(StudioTestCase):
         self.assertIn("&quot;expression&quot;: &quot;3-1&quot;", page)
         self.assertIn("said the word", page)
         self.assertFalse(Environment.objects.exists())  # trying saves nothing
+
+
+def test_an_error_about_a_part_of_a_field_shows_beside_that_field():
+    from studio.environments.forms import fold_errors
+
+    errors = {"config.params.tools.0": "unknown tool kind 'abacus'", "config.params.tools.1.params": "bad", "name": "x"}
+    folded = fold_errors(errors, {"config.params.tools", "config.max_turns"})
+    assert folded == {"config.params.tools": "0: unknown tool kind 'abacus' 1.params: bad", "name": "x"}
