@@ -20,3 +20,5 @@ EVAL_TASK = "workers.run_eval"
 SCORE_RUBRIC_TASK = "workers.score_rubric"
 SCORING_STATE = "SCORING"  # score_rubric's state while criteria run, with {"running": [names], "pairs": n}
 CHECK_DATASET_TASK = "workers.check_dataset"
+TRY_ENVIRONMENT_TASK = "workers.try_environment"
+TRYING_STATE = "TRYING"  # try_environment's state while it works, with {"stage": "loading the model" | ...}

@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "studio.accounts",
     "studio.datasets",
     "studio.rubrics",
+    "studio.environments",
     "studio.experiments",
     "studio.runs",
     "studio.sharing",
@@ -133,6 +134,7 @@ CELERY_TASK_ROUTES = {
     "workers.run_eval": {"queue": "gpu"},
     "workers.score_rubric": {"queue": "default"},
     "workers.check_dataset": {"queue": "default"},
+    "workers.try_environment": {"queue": "default"},
 }
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -141,6 +143,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 HEARTBEAT_INTERVAL_S = envfloat("STUDIO_HEARTBEAT_INTERVAL_S", 10.0)
 HEARTBEAT_TIMEOUT_S = envfloat("STUDIO_HEARTBEAT_TIMEOUT_S", 45.0)
 RUBRIC_TRY_TIMEOUT_S = envfloat("STUDIO_RUBRIC_TRY_TIMEOUT_S", 60.0)
+# Loading a model and running a few episodes takes longer than scoring pairs.
+ENVIRONMENT_TRY_TIMEOUT_S = envfloat("STUDIO_ENVIRONMENT_TRY_TIMEOUT_S", 180.0)
 # --- datasets -------------------------------------------------------------------------
 # Uploads larger than this are refused before a byte is kept (studio.datasets.uploads).
 MAX_UPLOAD_MB = envint("STUDIO_MAX_UPLOAD_MB", 2048)

@@ -8,6 +8,7 @@ from rest_framework.routers import DefaultRouter
 
 from studio.accounts.api import TeamViewSet
 from studio.datasets.api import DatasetViewSet
+from studio.environments.api import EnvironmentViewSet, environment_kinds
 from studio.experiments import catalog
 from studio.experiments.api import ExperimentViewSet
 from studio.rubrics.api import RubricViewSet, criterion_kinds
@@ -17,6 +18,7 @@ router = DefaultRouter()
 router.register("teams", TeamViewSet, basename="team")
 router.register("datasets", DatasetViewSet, basename="dataset")
 router.register("rubrics", RubricViewSet, basename="rubric")
+router.register("environments", EnvironmentViewSet, basename="environment")
 router.register("experiments", ExperimentViewSet, basename="experiment")
 router.register("runs", RunViewSet, basename="run")
 
@@ -26,6 +28,7 @@ api = [
     path("presets/", catalog.presets, name="api-presets"),
     path("spec-schema/", catalog.spec_schema, name="api-spec-schema"),
     path("criterion-kinds/", criterion_kinds, name="api-criterion-kinds"),
+    path("environment-kinds/", environment_kinds, name="api-environment-kinds"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
 ]
 
@@ -34,6 +37,7 @@ urlpatterns = [
     path("", include("studio.accounts.urls")),
     path("", include("studio.datasets.urls")),
     path("", include("studio.rubrics.urls")),
+    path("", include("studio.environments.urls")),
     path("", include("studio.experiments.urls")),
     path("", include("studio.runs.urls")),
     path("", include("studio.sharing.urls")),

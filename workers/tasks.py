@@ -5,6 +5,8 @@
   and record how it ended (with the error and the last log lines on failure).
 - workers.score_rubric: the rubric editor's "try it"; user code runs in the trainer's
   sandbox here, never in the web process.
+- workers.try_environment: the environment editor's "try it": a few episodes with a model
+  or checkpoint, through the training's multi-turn rollout code (tools in the sandbox).
 - workers.check_dataset: read every row of a dataset whose file is longer than the upload
   request reads (studio.datasets.checks), off the web tier's request path.
 """
@@ -22,7 +24,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import connection
 
-from studio.celery import SCORING_STATE
+from studio.celery import SCORING_STATE, TRYING_STATE
 from studio.runs import lifecycle
 from studio.runs.models import CANCELLED, FAILED, SUCCEEDED, Run
 from workers.reporting import CancelCheck, DatabaseReporter
@@ -69,6 +71,25 @@ def score_rubric(self, rubric_spec: dict[str, Any], pairs: list[dict[str, Any]])
             for r in results
         ]
     }
+
+
+@shared_task(name="workers.try_environment", bind=True)
+def try_environment(self, config: dict[str, Any], model: dict[str, Any], rows: list[dict[str, Any]],
+                    episodes: int) -> dict[str, Any]:  # fmt: skip
+    """{"episodes": [[{messages, turns, end_reason, error, final_text}]]} or {"error": "..."}.
+
+    While it works, the task's state is TRYING with {"stage": "loading the model" | "running episodes"},
+    so a caller that gives up waiting can say where it was (not "no worker")."""
+    from workers.trying import try_episodes
+
+    def progress(stage: str) -> None:
+        if self.request.id:  # None when called directly, not through a worker
+            self.update_state(state=TRYING_STATE, meta={"stage": stage})
+
+    try:
+        return try_episodes(config, model, rows, episodes, progress)
+    except (ValueError, OSError) as exc:  # a bad config, model folder (ModelFolderError) or row: the page shows it
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 @shared_task(name="workers.check_dataset")

@@ -6,6 +6,7 @@ from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
 from studio.datasets.models import Dataset
+from studio.environments.models import Environment
 from studio.experiments import paths, services, specs
 from studio.experiments.models import Experiment
 from studio.lib.team_api import TeamField, TeamScopedViewSet, same_team
@@ -19,6 +20,15 @@ class ExperimentSerializer(serializers.ModelSerializer):
     team = TeamField()
     dataset = serializers.PrimaryKeyRelatedField(queryset=Dataset.objects.all())
     rubric = serializers.PrimaryKeyRelatedField(queryset=Rubric.objects.all())
+    environment = serializers.PrimaryKeyRelatedField(
+        queryset=Environment.objects.all(), required=False, allow_null=True,
+        help_text="Multi-turn environment; none: one turn per prompt.",
+    )  # fmt: skip
+    environment_version = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1,
+        help_text="The environment version the experiment runs; null: the latest; left out: the version pinned "
+        "before (the latest for a newly chosen environment).",
+    )  # fmt: skip
     preset = serializers.ChoiceField(
         choices=["", *PRESETS], required=False, allow_blank=True,
         error_messages={"invalid_choice": "'{input}' is not a preset; known presets: " + ", ".join(PRESETS)},
@@ -27,14 +37,15 @@ class ExperimentSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Experiment
-        fields = ["id", "team", "name", "description", "dataset", "rubric", "model_path", "preset", "config", "spec",
-                  "created", "updated"]  # fmt: skip
+        fields = ["id", "team", "name", "description", "dataset", "rubric", "environment", "environment_version",
+                  "model_path", "preset", "config", "spec", "created", "updated"]  # fmt: skip
 
     def validate(self, attrs):
         team = attrs.get("team") or self.instance.team
         if self.instance is not None and team.pk != self.instance.team_id:
             raise serializers.ValidationError({"team": "an experiment cannot move to another team"})
-        same_team(team, dataset=attrs.get("dataset"), rubric=attrs.get("rubric"))
+        same_team(team, dataset=attrs.get("dataset"), rubric=attrs.get("rubric"), environment=attrs.get("environment"))
+        attrs.update(self._pinned(attrs))
         config = attrs.get("config", getattr(self.instance, "config", {})) or {}
         preset = attrs.get("preset", getattr(self.instance, "preset", ""))
         if preset and "preset" in attrs:
@@ -47,10 +58,27 @@ class ExperimentSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError(exc.errors) from None
         return attrs
 
+    def _pinned(self, attrs) -> dict:
+        """{environment_version}: the version asked for (it must exist); the latest for null or a newly
+        chosen environment; else (left out) the one pinned before."""
+        environment = attrs.get("environment", getattr(self.instance, "environment", None))
+        if environment is None:
+            return {"environment_version": None}
+        asked = attrs.get("environment_version")
+        if asked is not None:
+            if not environment.versions.filter(number=asked).exists():
+                raise serializers.ValidationError(
+                    {"environment_version": f"{environment.name!r} has versions 1 to {environment.version}"}
+                )
+            return {"environment_version": asked}
+        kept = "environment_version" not in attrs and getattr(self.instance, "environment_id", None) == environment.pk
+        return {"environment_version": self.instance.environment_version if kept else environment.version}
+
     def _current(self) -> dict:
         if self.instance is None:
             return {}
-        fields = ("team", "dataset", "rubric", "model_path", "preset", "config", "name")
+        fields = ("team", "dataset", "rubric", "environment", "environment_version", "model_path", "preset", "config",
+                  "name")  # fmt: skip
         return {f: getattr(self.instance, f) for f in fields}
 
     def get_spec(self, experiment: Experiment) -> dict | None:
@@ -100,6 +128,7 @@ class ExperimentViewSet(TeamScopedViewSet):
         data.is_valid(raise_exception=True)
         payload = {
             "team": source.team_id, "dataset": source.dataset_id, "rubric": source.rubric_id,
+            "environment": source.environment_id, "environment_version": source.environment_version,
             "model_path": source.model_path, "description": source.description,
             "name": data.validated_data.get("name") or f"{source.name} (copy)",
             "config": specs.deep_merge(source.config, data.validated_data.get("config") or {}),

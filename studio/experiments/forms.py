@@ -48,10 +48,15 @@ def read_experiment_config(post) -> tuple[dict[str, Any], dict[str, str]]:
 
 
 def experiment_meta(base, post) -> dict[str, Any]:
-    keys = ("team", "name", "description", "dataset", "rubric", "model_path", "preset")
+    keys = ("team", "name", "description", "dataset", "rubric", "environment", "environment_version", "model_path",
+            "preset")  # fmt: skip
     if post is not None:
-        return {k: post.get(k, "") for k in keys}
+        meta = {k: post.get(k, "") for k in keys}
+        # An empty select or number means none (and, for the version, the latest of the chosen environment).
+        return {**meta, "environment": meta["environment"] or None,
+                "environment_version": meta["environment_version"] or None}  # fmt: skip
     if base is None:
         return dict.fromkeys(keys, "")
     return {"team": base.team_id, "name": base.name if base.pk else "", "description": base.description,
-            "dataset": base.dataset_id, "rubric": base.rubric_id, "model_path": base.model_path, "preset": base.preset}  # fmt: skip
+            "dataset": base.dataset_id, "rubric": base.rubric_id, "environment": base.environment_id,
+            "environment_version": base.environment_version, "model_path": base.model_path, "preset": base.preset}  # fmt: skip

@@ -10,6 +10,7 @@ from django.db import models
 
 from studio.accounts.models import Team
 from studio.datasets.models import Dataset
+from studio.environments.models import Environment
 from studio.rubrics.models import Rubric
 
 
@@ -19,6 +20,11 @@ class Experiment(models.Model):
     description = models.TextField(blank=True)
     dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="experiments")
     rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="experiments")
+    # Optional: none means one turn per prompt. Pinned to a version, so editing the environment
+    # changes no experiment until it is saved again with the new version.
+    environment = models.ForeignKey(Environment, null=True, blank=True, on_delete=models.PROTECT,
+                                    related_name="experiments")  # fmt: skip
+    environment_version = models.PositiveIntegerField(null=True, blank=True)
     model_path = models.CharField(max_length=1000, help_text="Local folder or hub id of a causal LM.")
     preset = models.CharField(max_length=50, blank=True)
     # RunSpec sections other than data and rubric (which come from the dataset and rubric rows):
@@ -35,12 +41,15 @@ class Experiment(models.Model):
         return self.name
 
     def spec_config(self, name: str | None = None) -> dict[str, Any]:
-        """The full RunSpec config dict (not yet validated). Reads dataset and rubric: two queries."""
+        """The full RunSpec config dict (not yet validated). Reads dataset, rubric and the environment's
+        pinned version: two to four queries."""
         config = copy.deepcopy(self.config)
         config["name"] = name or self.name
         config["model"] = {**config.get("model", {}), "path": self.model_path}
         config["data"] = {**self.dataset.data_spec(), **_data_options(config.get("data", {}))}
         config["rubric"] = copy.deepcopy(self.rubric.spec)
+        if self.environment_id:
+            config["environment"] = copy.deepcopy(self.environment.config_of(self.environment_version))
         return config
 
 

@@ -10,6 +10,7 @@ from django.shortcuts import redirect, render
 
 from studio.accounts import permissions as perms
 from studio.datasets.models import Dataset
+from studio.environments.models import Environment
 from studio.experiments import forms, layout, services
 from studio.experiments.api import ExperimentSerializer
 from studio.experiments.models import Experiment
@@ -58,6 +59,7 @@ def experiment_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse
         "teams": perms.editable_teams(request.user).distinct(),
         "datasets": perms.visible(Dataset.objects.all(), request.user).distinct(),
         "rubrics": perms.visible(Rubric.objects.all(), request.user).distinct(),
+        "environments": perms.visible(Environment.objects.all(), request.user).distinct(),
         "presets": PRESET_DESCRIPTIONS,
     }  # fmt: skip
     return render(request, "experiments/edit.html", context)
@@ -65,7 +67,7 @@ def experiment_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse
 
 @login_required
 def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    experiment = perms.get_for(request.user, Experiment.objects.select_related("dataset", "rubric"), pk)
+    experiment = perms.get_for(request.user, Experiment.objects.select_related("dataset", "rubric", "environment"), pk)
     can_edit = perms.has_role(request.user, experiment.team_id, perms.EDIT)
     if request.method == "POST":
         perms.check(request.user, experiment, perms.EDIT)

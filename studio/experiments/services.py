@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from studio.accounts import permissions as perms
 from studio.experiments import paths, specs
 from studio.experiments.models import Experiment
 from studio.runs import lifecycle
@@ -23,6 +24,10 @@ def launch(experiment: Experiment, user, *, kind: str = "train", name: str = "",
     """A queued run of the experiment's settings (with `overrides` for this run only); `kind="eval"`
     scores the model, or the team's checkpoint `checkpoint_id`, without training. The caller
     checked that the user may edit the experiment."""
+    if experiment.environment_id and not perms.has_role(user, experiment.environment.team_id, perms.VIEW):
+        # The experiment's team owns its environment (the serializer checks it), so this is a row
+        # changed behind the API's back: its tools would run under a team that cannot read them.
+        raise LaunchError({"environment": "you cannot see this environment; choose one of your team's"})
     if problem := experiment.dataset.launch_problem():  # still being checked, refused, or rows that fail
         raise LaunchError({"dataset": problem})
     config = specs.deep_merge(experiment.spec_config(name or None), overrides or {})

@@ -77,11 +77,11 @@ def trial_pairs(trial: dict[str, str], post, user) -> list[dict[str, Any]]:
     }
     if post.get("try_dataset") and post.get("try_row"):
         dataset = perms.get_for(user, Dataset.objects.all(), post["try_dataset"])
-        base = _dataset_row(dataset, int(post["try_row"]))
+        base = dataset_row(dataset, int(post["try_row"]))
     return [{**base, "completion": c} for c in completions]
 
 
-def _dataset_row(dataset: Dataset, number: int) -> dict[str, Any]:
+def dataset_row(dataset: Dataset, number: int) -> dict[str, Any]:
     for row, record in iter_rows(Path(dataset.path), dataset.format, dataset.split):
         if row == number:
             if isinstance(record, Exception):

@@ -1,7 +1,7 @@
 """The permission matrix: every API endpoint and the run websocket, against every role.
 
 Who may do what (studio/accounts/permissions.py is the code; these tables are the policy):
-- members of a team (owner, editor, viewer) read the team's datasets, rubrics, experiments,
+- members of a team (owner, editor, viewer) read the team's datasets, rubrics, environments, experiments,
   runs, rollouts, curves, notes and members: 200;
 - owners and editors also create, edit, delete, launch, clone, cancel, resume and evaluate,
   add notes and make or revoke share links; a viewer who tries gets 403;
@@ -40,6 +40,7 @@ from rest_framework.test import APIClient
 
 from studio.accounts.models import VIEWER, Team
 from studio.asgi import application
+from studio.environments.models import Environment
 from studio.experiments.models import Experiment
 from studio.rubrics.models import Rubric
 from studio.runs import events
@@ -47,6 +48,7 @@ from studio.runs.models import Checkpoint, Rollout, Run
 from studio.sharing.models import Note, ShareLink
 from tests.studio import people
 from tests.studio.base import RUBRIC, StudioTestCase, model_folder
+from tests.studio.environment_kind import CONFIG as ENVIRONMENT
 from tests.studio.records import prompt_of
 
 ROLES = ("owner", "editor", "viewer", "outsider", "anonymous")
@@ -54,6 +56,7 @@ USERS = people.BY_ROLE
 
 OTHER_RUBRIC = {"criteria": [{"name": "has_four", "kind": "contains", "weight": 1.0, "params": {"keywords": ["4"]}}]}
 PAIRS = [{"prompt": "What is 2+2?", "completion": "4", "answer": "4"}]
+TRY_ROWS = {"rows": [{"prompt": "Count down"}], "model": "/models/tiny"}
 EXPERIMENT = {"team": "{team}", "name": "made", "dataset": "{dataset}", "rubric": "{rubric}",
               "model_path": "/models/tiny", "config": {"optim": {"total_steps": 5}}}  # fmt: skip
 
@@ -127,6 +130,20 @@ API_POLICY = [
     row("POST",   "/api/rubrics/{rubric}/try/",                    200,  200,  200,  404,  403, body={"pairs": PAIRS}),
     row("POST",   "/api/rubrics/{rubric}/try/",                    200,  200,  403,  404,  403,
         body={"pairs": PAIRS, "spec": OTHER_RUBRIC}),                      # an unsaved rubric
+    # --- environments: like rubrics (an unsaved config may hold tool code, so editors only)
+    row("GET",    "/api/environment-kinds/",                       200,  200,  200,  200,  403),
+    row("GET",    "/api/environments/",                            200,  200,  200,  200,  403),
+    row("POST",   "/api/environments/",                            201,  201,  403,  404,  403,
+        body={"team": "{team}", "name": "made", "config": ENVIRONMENT}),
+    row("GET",    "/api/environments/{environment}/",              200,  200,  200,  404,  403),
+    row("PUT",    "/api/environments/{environment}/",              200,  200,  403,  404,  403,
+        body={"team": "{team}", "name": "renamed", "config": ENVIRONMENT}),
+    row("PATCH",  "/api/environments/{environment}/",              200,  200,  403,  404,  403, body={"name": "renamed"}),
+    row("DELETE", "/api/environments/{fresh_environment}/",        204,  204,  403,  404,  403),
+    row("GET",    "/api/environments/{environment}/versions/",     200,  200,  200,  404,  403),
+    row("POST",   "/api/environments/{environment}/try/",          200,  200,  200,  404,  403, body=TRY_ROWS),
+    row("POST",   "/api/environments/{environment}/try/",          200,  200,  403,  404,  403,
+        body={**TRY_ROWS, "config": {**ENVIRONMENT, "max_turns": 2}}),     # an unsaved environment
     # --- experiments
     row("GET",    "/api/experiments/",                             200,  200,  200,  200,  403),
     row("POST",   "/api/experiments/",                             201,  201,  403,  404,  403, body=EXPERIMENT),
@@ -180,6 +197,8 @@ class StudioCells(StudioTestCase):
         self.rollout = Rollout.objects.create(run=self.run, step=1, prompt_id="p0", sample_index=0, run_prompt=prompt_of(self.run, "2+2?"),
                                               completion="4", preview="4", reward=1.0)  # fmt: skip
         self.guest_link = ShareLink.objects.create(run=self.run, created_by=self.alice)
+        self.environment = Environment.objects.create(team=self.team, name="countdown", config=ENVIRONMENT)
+        self.environment.record_version(self.alice)
 
     def person(self, role: str):
         return getattr(self, USERS[role]) if role in USERS else None
@@ -225,6 +244,9 @@ class StudioCells(StudioTestCase):
     def cell_rubric(self, role):
         return self.rubric.pk
 
+    def cell_environment(self, role):
+        return self.environment.pk
+
     def cell_experiment(self, role):
         return self.experiment.pk
 
@@ -246,6 +268,9 @@ class StudioCells(StudioTestCase):
 
     def cell_fresh_rubric(self, role):
         return Rubric.objects.create(team=self.team, name=f"fresh {role}", spec=RUBRIC).pk
+
+    def cell_fresh_environment(self, role):
+        return Environment.objects.create(team=self.team, name=f"fresh {role}", config=ENVIRONMENT).pk
 
     def cell_fresh_experiment(self, role):
         return Experiment.objects.create(team=self.team, name=f"fresh {role}", dataset=self.dataset, rubric=self.rubric,
@@ -288,16 +313,21 @@ class StudioCells(StudioTestCase):
 
 # What "try" answers when scoring is allowed: scoring itself needs a worker (test_end_to_end.py has one).
 SCORED = {"results": []}
+TRIED = {"episodes": []}
 
 
 class PermissionMatrixTest(StudioCells):
     def check_row(self, row: Row, role: str, client: APIClient) -> None:
         url, body = self.fill(row, role)
-        with mock.patch("studio.rubrics.api.try_rubric", return_value=SCORED) as scored:
+        with (
+            mock.patch("studio.rubrics.api.try_rubric", return_value=SCORED) as scored,
+            mock.patch("studio.environments.api.trying.try_environment", return_value=TRIED) as tried,
+        ):
             response = self.request(client, row.method, url, body)
         self.assertEqual(response.status_code, row.expect[role], response.content[:500])
         if "/try/" in url and response.status_code != 200:
             scored.assert_not_called()  # refused before anything reaches a worker
+            tried.assert_not_called()
 
     def test_every_role_gets_the_status_the_policy_gives_it(self):
         for row in API_POLICY:

@@ -49,7 +49,8 @@ class ExperimentFormLayoutTest(StudioTestCase):
         page = self.client.get(f"/experiments/{self.experiment.pk}/edit/").content.decode()
         names = FORM_FIELD.findall(page[page.index("data-experiment-form") :])
         schema_fields = [f.name for _, fields in forms.experiment_sections({}, {}) for f in fields]
-        meta = ["csrfmiddlewaretoken", "team", "name", "description", "dataset", "rubric", "model_path", "preset"]
+        meta = ["csrfmiddlewaretoken", "team", "name", "description", "dataset", "rubric", "environment",
+                "environment_version", "model_path", "preset"]  # fmt: skip
         self.assertEqual(sorted(names), sorted(meta + schema_fields))
 
     def test_a_value_that_differs_from_the_preset_is_marked_and_says_what_the_preset_gives(self):

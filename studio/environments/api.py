@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.decorators import action, api_view, permission_classes
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+
+from studio.accounts import permissions as perms
+from studio.environments import trying
+from studio.environments.configs import ConfigError, validate_environment
+from studio.environments.models import Environment, EnvironmentVersion
+from studio.lib.team_api import TeamField, TeamScopedViewSet
+from trainers.environments.kinds import ENVIRONMENTS
+
+
+class EnvironmentSerializer(serializers.ModelSerializer):
+    team = TeamField()
+    version = serializers.IntegerField(read_only=True, help_text="Goes up by one each time the config changes.")
+
+    class Meta:
+        model = Environment
+        fields = ["id", "team", "name", "description", "config", "version", "created", "updated"]
+
+    def validate_config(self, value):
+        try:
+            return validate_environment(value)
+        except ConfigError as exc:  # keyed under "config" by DRF: {"config": {"params.tools": ...}}
+            raise serializers.ValidationError(exc.errors) from None
+
+    def validate_team(self, value):
+        if self.instance is not None and value.pk != self.instance.team_id:
+            raise serializers.ValidationError("an environment cannot move to another team")
+        return value
+
+    def create(self, validated_data):
+        environment = super().create({**validated_data, "version": 1})
+        environment.record_version(validated_data.get("created_by"))
+        return environment
+
+    def update(self, instance, validated_data):
+        changed = "config" in validated_data and validated_data["config"] != instance.config
+        if changed:
+            validated_data["version"] = instance.version + 1
+        environment = super().update(instance, validated_data)
+        if changed:
+            environment.record_version(self.context["request"].user)
+        return environment
+
+
+class VersionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = EnvironmentVersion
+        fields = ["number", "config", "created"]
+
+
+class TrySerializer(serializers.Serializer):
+    rows = serializers.ListField(
+        child=serializers.DictField(), help_text=f"Up to {trying.MAX_ROWS} rows: [{{prompt or messages, answer?, ...}}]"
+    )
+    model = serializers.CharField(required=False, allow_blank=True, help_text="Model folder or hub id.")
+    checkpoint = serializers.IntegerField(required=False, help_text="Or a checkpoint id of one of the team's runs.")
+    episodes = serializers.IntegerField(default=2, min_value=1, max_value=trying.MAX_EPISODES,
+                                        help_text="Episodes per row.")  # fmt: skip
+    config = serializers.JSONField(
+        required=False, help_text="Try this (unsaved) config instead; needs the owner or editor role."
+    )
+
+
+class EnvironmentViewSet(TeamScopedViewSet):
+    """Environments: a kind (trainers.environments.kinds) with its params and the episode limits;
+    `try` runs a few episodes on a worker; `versions` lists every saved config.
+
+    Members of any role may try the saved environment; an unsaved `config` may hold code, so it needs edit rights.
+    """
+
+    model = Environment
+    serializer_class = EnvironmentSerializer
+    read_only_actions = ("try_it",)
+
+    @action(detail=True, methods=["get"], serializer_class=VersionSerializer)
+    def versions(self, request, pk=None):
+        environment = self.get_object()
+        return Response(VersionSerializer(environment.versions.all(), many=True).data)
+
+    @action(detail=True, methods=["post"], url_path="try", serializer_class=TrySerializer)
+    def try_it(self, request, pk=None):
+        environment = self.get_object()  # members may try the saved environment (it changes nothing)
+        data = TrySerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        options = data.validated_data
+        may_edit = perms.has_role(request.user, environment.team_id, perms.EDIT)
+        try:
+            config = trying.config_to_try(environment.config, options.get("config"), may_edit)
+            model = trying.model_to_try(environment.team, options.get("model", ""), options.get("checkpoint"))
+            answer = trying.try_environment(config, model, options["rows"], options["episodes"])
+        except trying.TryError as exc:
+            return Response(exc.errors, status=exc.status)
+        return Response(answer)
+
+
+@extend_schema(responses={200: dict})
+@api_view(["GET"])
+@permission_classes([IsAuthenticated])
+def environment_kinds(request):
+    """Each environment kind with the JSON schema of its parameters."""
+    return Response({kind: {"description": (cls.__doc__ or "").strip(), "params": cls.params_model.model_json_schema()}
+                     for kind, cls in ENVIRONMENTS.items()})  # fmt: skip

@@ -1,0 +1,123 @@
+"""The "try it" panel: run a few episodes of an environment with a model or a run's checkpoint,
+on a worker (models and user tools never run in the web process), and wait for them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery.exceptions import TimeoutError as CeleryTimeout
+from django.conf import settings
+
+from studio.celery import TRY_ENVIRONMENT_TASK, TRYING_STATE
+from studio.celery import app as celery_app
+from studio.environments.configs import ConfigError, validate_environment
+from studio.experiments import paths
+from studio.fleet.models import WorkerNode
+from studio.runs.models import Checkpoint
+
+MAX_ROWS = 4
+MAX_EPISODES = 4  # per row
+# Why a viewer may try the saved environment but not an unsaved one: it may hold tool code.
+UNSAVED_NEEDS_EDIT = (
+    "trying an unsaved environment runs its tools and code on a worker, so it needs the owner or editor role; "
+    "viewers may try the saved environment"
+)
+
+
+class TryError(ValueError):
+    def __init__(self, errors: dict[str, str], status: int = 400) -> None:
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+        self.errors = errors
+        self.status = status
+
+
+def config_to_try(saved: dict[str, Any] | None, unsaved: Any, may_edit: bool) -> dict[str, Any]:
+    """The unsaved config for owners and editors, else the saved one (the rubric try-it's rule)."""
+    if not unsaved:
+        if saved is None:
+            raise TryError({"config": "give an environment config to try"})
+        return saved
+    try:
+        config = validate_environment(unsaved)
+    except ConfigError as exc:
+        raise TryError({f"config.{k}": v for k, v in exc.errors.items()}) from None
+    if may_edit or (saved is not None and config == validate_environment(saved)):
+        return config
+    raise TryError({"config": UNSAVED_NEEDS_EDIT}, 403)
+
+
+def model_to_try(team, model_path: str = "", checkpoint_id: int | None = None) -> dict[str, str | None]:
+    """{"model_path", "checkpoint"} for the worker: a model the team may load, or one of its runs'
+    checkpoints (on top of that run's model); TryError naming the field otherwise."""
+    if checkpoint_id:
+        checkpoint = Checkpoint.objects.filter(pk=checkpoint_id, run__team=team).select_related("run").first()
+        if checkpoint is None:
+            raise TryError({"checkpoint": "no such checkpoint in this team"})
+        base = (checkpoint.run.spec.get("model") or {}).get("path") or ""
+        return {"model_path": base, "checkpoint": checkpoint.path}
+    if not model_path:
+        raise TryError({"model": "give a model path or a checkpoint"})
+    error = paths.model_path_error(model_path, team) or paths.missing_folder_error(model_path)
+    if error:
+        raise TryError({"model": error})
+    return {"model_path": model_path, "checkpoint": None}
+
+
+def check_rows(rows: Any) -> list[dict[str, Any]]:
+    """Dataset-like rows ({prompt or messages, answer?, ...}), at most MAX_ROWS of them."""
+    if not isinstance(rows, list) or not rows:
+        raise TryError({"rows": "give at least one row: {prompt, answer?, ...}"})
+    if len(rows) > MAX_ROWS:
+        raise TryError({"rows": f"at most {MAX_ROWS} rows at a time"})
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or not (row.get("prompt") or row.get("messages")):
+            raise TryError({f"rows.{i}": "a row needs a prompt (text) or messages"})
+    return rows
+
+
+def try_environment(config: dict[str, Any], model: dict[str, str | None], rows: list[dict[str, Any]],
+                    episodes: int = 2, timeout_s: float | None = None) -> dict[str, Any]:  # fmt: skip
+    """Send workers.try_environment and wait: {"episodes": [[episode dict]]} (per row, per sample).
+    TryError 504 when no answer comes in time, saying why as far as the studio can tell."""
+    config = validate_environment(config)
+    rows = check_rows(rows)
+    if not 1 <= int(episodes) <= MAX_EPISODES:
+        raise TryError({"episodes": f"between 1 and {MAX_EPISODES} per row"})
+    timeout_s = settings.ENVIRONMENT_TRY_TIMEOUT_S if timeout_s is None else timeout_s
+    result = celery_app.send_task(TRY_ENVIRONMENT_TASK, args=[config, model, rows, int(episodes)])
+    try:
+        answer = result.get(timeout=timeout_s, propagate=True, disable_sync_subtasks=False)
+    except CeleryTimeout:
+        state, info = result.state, result.info
+        result.revoke(terminate=True)  # a running task would otherwise hold the worker until its episodes end
+        raise TryError({"detail": timeout_message(state, info, timeout_s)}, 504) from None
+    except Exception as exc:  # noqa: BLE001 - the task itself crashed on the worker
+        raise TryError({"detail": f"the episodes failed on the worker: {type(exc).__name__}: {exc}"}, 502) from None
+    if "error" in answer:
+        raise TryError({"detail": answer["error"]}, 400)
+    return answer
+
+
+def timeout_message(state: str, info: Any, timeout_s: float) -> str:
+    """Why a try got no answer in time: the worker was still at a stage it names, or no worker
+    serves the queue, or all of them were busy."""
+    waited = f"{timeout_s:.0f} s"
+    if state == TRYING_STATE and isinstance(info, dict) and info.get("stage"):
+        return (f"the worker was still {info['stage']} after {waited}; the studio stopped waiting and asked it to "
+                "stop. Try fewer rows or episodes, fewer turns, or a smaller token budget")  # fmt: skip
+    if state not in ("PENDING", None):
+        return f"the worker had not finished after {waited}; the studio stopped waiting and asked it to stop"
+    queue = try_queue()
+    busy = [node.hostname for node in WorkerNode.objects.online() if queue in node.queues]
+    if not busy:
+        return (f"no worker answered within {waited}: none serving the {queue!r} queue is running "
+                f"(./studioctl up starts one; on another machine: ./studioctl worker --queues {queue})")  # fmt: skip
+    return (
+        f"no worker took the request within {waited}: the workers on the {queue!r} queue ({', '.join(busy)}) were busy"
+    )
+
+
+def try_queue() -> str:
+    """The queue try_environment is routed to (settings.CELERY_TASK_ROUTES)."""
+    route = settings.CELERY_TASK_ROUTES.get(TRY_ENVIRONMENT_TASK, {})
+    return route.get("queue", settings.CELERY_TASK_DEFAULT_QUEUE)

@@ -1,0 +1,148 @@
+"""'Try it' for environments, the studio's side: who may try what, with which model, and how the
+episodes come back on the page (the worker's side is test_try_worker.py)."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+from studio.environments import trying
+from studio.environments.models import Environment
+from studio.runs.models import Checkpoint
+from tests.studio.base import StudioTestCase, model_folder
+from tests.studio.environment_kind import CONFIG, KIND
+
+ROWS = [{"prompt": "Count down", "answer": "stop"}]
+# What the worker answers: one row, one episode of two turns, the first calling a tool.
+EPISODE = {
+    "messages": [{"role": "user", "content": "Count down"}], "end_reason": "done", "error": None,
+    "turns": [
+        {"text": '<tool_call>{"name": "calculator", "arguments": {"expression": "3-1"}}</tool_call>', "num_tokens": 9,
+         "finish_reason": "stop", "tool_calls": [{"name": "calculator", "arguments": {"expression": "3-1"}, "result": "2",
+         "error": None, "seconds": 0.01, "truncated": False}], "observation": [{"role": "tool", "content": "2"}],
+         "observation_tokens": 3, "reward": 0.0, "reason": "", "advantage": 0.0, "answered": False},
+        {"text": "stop", "num_tokens": 2, "finish_reason": "stop", "tool_calls": [], "observation": [],
+         "observation_tokens": 0, "reward": 1.0, "reason": "said the word", "advantage": 0.0, "answered": True},
+    ],
+}  # fmt: skip
+TRIED = {"episodes": [[EPISODE]]}
+
+
+class TryEnvironmentTest(StudioTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.environment = Environment.objects.create(team=self.team, name="countdown", config=CONFIG)
+        self.environment.record_version(self.bob)
+        self.url = f"/api/environments/{self.environment.pk}/try/"
+
+    def try_as(self, user, **body):
+        payload = {"rows": ROWS, "model": "/models/tiny", **body}
+        with mock.patch("studio.environments.api.trying.try_environment", return_value=TRIED) as sent:
+            response = self.client_for(user).post(self.url, payload, format="json")
+        return response, sent
+
+    def test_a_viewer_tries_the_saved_environment_but_not_an_unsaved_one(self):
+        response, sent = self.try_as(self.carol)
+        self.assertEqual(response.status_code, 200)
+        self.assertEqual(sent.call_args.args[0], self.environment.config)
+        self.assertEqual(response.json(), TRIED)
+        response, sent = self.try_as(self.carol, config={**CONFIG, "max_turns": 8})
+        self.assertEqual(response.status_code, 403)
+        sent.assert_not_called()
+        response, sent = self.try_as(self.bob, config={**CONFIG, "max_turns": 8})
+        self.assertEqual((response.status_code, sent.call_args.args[0]["max_turns"]), (200, 8))
+
+    def test_a_model_inside_the_data_folder_must_be_one_of_the_teams_checkpoints(self):
+        foreign = model_folder(self.data_dir / "runs" / "999" / "step-1")
+        response, sent = self.try_as(self.bob, model=str(foreign))
+        self.assertEqual(response.status_code, 400)
+        self.assertIn("inside the studio's data folder", response.json()["model"])
+        sent.assert_not_called()
+
+    def test_a_checkpoint_is_tried_on_top_of_its_runs_model_and_must_be_the_teams(self):
+        run = self.make_run(state="succeeded")
+        checkpoint = Checkpoint.objects.create(run=run, step=3, path=str(self.data_dir / "runs" / str(run.pk) / "s3"))
+        response, sent = self.try_as(self.bob, model="", checkpoint=checkpoint.pk)
+        self.assertEqual(response.status_code, 200)
+        self.assertEqual(sent.call_args.args[1], {"model_path": "/models/tiny", "checkpoint": checkpoint.path})
+        other = self.make_run(state="succeeded")
+        other.team = self.other_team
+        other.save()
+        theirs = Checkpoint.objects.create(run=other, step=1, path="/x")
+        response, sent = self.try_as(self.bob, model="", checkpoint=theirs.pk)
+        self.assertEqual(
+            (response.status_code, response.json()), (400, {"checkpoint": "no such checkpoint in this team"})
+        )
+
+    def test_too_many_rows_or_a_row_without_a_prompt_is_refused_before_any_worker(self):
+        with mock.patch("studio.environments.trying.celery_app.send_task") as send:
+            for rows, key in (([{"prompt": "p"}] * 5, "rows"), ([{"answer": "a"}], "rows.0")):
+                with self.assertRaises(trying.TryError) as refused:
+                    trying.try_environment(CONFIG, {"model_path": "/m", "checkpoint": None}, rows)
+                self.assertIn(key, refused.exception.errors)
+        send.assert_not_called()
+
+    def test_a_timeout_with_no_worker_says_no_worker_serves_the_queue(self):
+        message = trying.timeout_message("PENDING", None, 3)
+        self.assertIn("none serving the 'default' queue is running", message)
+        running = trying.timeout_message(trying.TRYING_STATE, {"stage": "running episodes"}, 3)
+        self.assertTrue(running.startswith("the worker was still running episodes after 3 s"), running)
+
+
+class EnvironmentPageTest(StudioTestCase):
+    def form(self, **fields):
+        body = {"team": self.team.pk, "name": "countdown", "config.kind": KIND, "shown_kind": KIND,
+                "config.params.word": "stop", "config.params.start": "3", "config.max_turns": "3",
+                "config.max_episode_tokens": "1024", "config.max_turn_tokens": "256", "config.tool_timeout_s": "5",
+                "config.tool_memory_mb": "512", "config.max_observation_chars": "2000", "action": "save"}  # fmt: skip
+        return {**body, **fields}
+
+    def test_the_form_is_drawn_from_the_kinds_params_and_the_limits_schema(self):
+        self.client.force_login(self.bob)
+        self.assertEqual(self.client.get("/environments/new/").status_code, 200)
+        # Choosing a kind redraws the form with that kind's params (the select submits "refresh").
+        page = self.client.post("/environments/new/", {"config.kind": KIND, "action": "refresh"}).content.decode()
+        self.assertIn('name="config.params.start"', page)
+        self.assertIn('max="10"', page)  # CountdownParams.start le=10
+        self.assertIn('name="config.max_turns"', page)
+        self.assertIn("Model turns per episode", page)  # EnvironmentSpec's help text
+        self.assertNotIn('name="config.params"', page)  # drawn as the kind's own fields
+
+    def test_saving_a_valid_form_makes_version_1_and_an_invalid_one_saves_nothing(self):
+        self.client.force_login(self.bob)
+        response = self.client.post("/environments/new/", self.form(**{"config.params.start": "99"}))
+        self.assertEqual(response.status_code, 200)
+        page = response.content.decode()
+        field = page[page.index('data-field="config.params.start"') :]
+        self.assertIn('<small class="error">', field[: field.index("</div>")])  # beside its field
+        self.assertFalse(Environment.objects.exists())
+        response = self.client.post("/environments/new/", self.form())
+        saved = Environment.objects.get()
+        self.assertRedirects(response, f"/environments/{saved.pk}/", fetch_redirect_response=False)
+        self.assertEqual((saved.version, saved.config["params"]["start"]), (1, 3))
+
+    def test_a_viewer_cannot_save_changes(self):
+        environment = Environment.objects.create(team=self.team, name="countdown", config=CONFIG)
+        self.client.force_login(self.carol)
+        response = self.client.post(f"/environments/{environment.pk}/", self.form(**{"config.max_turns": "9"}))
+        self.assertEqual(response.status_code, 403)
+        self.assertEqual(Environment.objects.get().config["max_turns"], 3)
+
+    def test_try_it_shows_each_turn_and_each_tool_call_with_its_result(self):
+        self.client.force_login(self.bob)
+        body = self.form(action="try", try_model="/models/tiny", try_prompt="Count down", try_episodes="1")
+        with mock.patch("studio.environments.pages.trying.try_environment", return_value=TRIED) as sent:
+            page = self.client.post("/environments/new/", body).content.decode()
+        self.assertEqual(sent.call_args.args[2], [{"prompt": "Count down"}])
+        self.assertEqual(page.count('class="turn"'), 2)
+        self.assertEqual(page.count('class="tool-call'), 1)
+        self.assertIn("&quot;expression&quot;: &quot;3-1&quot;", page)
+        self.assertIn("said the word", page)
+        self.assertFalse(Environment.objects.exists())  # trying saves nothing
+
+
+def test_an_error_about_a_part_of_a_field_shows_beside_that_field():
+    from studio.environments.forms import fold_errors
+
+    errors = {"config.params.tools.0": "unknown tool kind 'abacus'", "config.params.tools.1.params": "bad", "name": "x"}
+    folded = fold_errors(errors, {"config.params.tools", "config.max_turns"})
+    assert folded == {"config.params.tools": "0: unknown tool kind 'abacus' 1.params: bad", "name": "x"}
