@@ -12,7 +12,7 @@ from studio.celery import TRY_ENVIRONMENT_TASK, TRYING_STATE
 from studio.celery import app as celery_app
 from studio.environments.configs import ConfigError, validate_environment
 from studio.experiments import paths
-from studio.fleet.models import WorkerNode
+from studio.fleet.queues import task_queue, unanswered_reason
 from studio.runs.models import Checkpoint
 
 MAX_ROWS = 4
@@ -107,17 +107,4 @@ def timeout_message(state: str, info: Any, timeout_s: float) -> str:
                 "stop. Try fewer rows or episodes, fewer turns, or a smaller token budget")  # fmt: skip
     if state not in ("PENDING", None):
         return f"the worker had not finished after {waited}; the studio stopped waiting and asked it to stop"
-    queue = try_queue()
-    busy = [node.hostname for node in WorkerNode.objects.online() if queue in node.queues]
-    if not busy:
-        return (f"no worker answered within {waited}: none serving the {queue!r} queue is running "
-                f"(./studioctl up starts one; on another machine: ./studioctl worker --queues {queue})")  # fmt: skip
-    return (
-        f"no worker took the request within {waited}: the workers on the {queue!r} queue ({', '.join(busy)}) were busy"
-    )
-
-
-def try_queue() -> str:
-    """The queue try_environment is routed to (settings.CELERY_TASK_ROUTES)."""
-    route = settings.CELERY_TASK_ROUTES.get(TRY_ENVIRONMENT_TASK, {})
-    return route.get("queue", settings.CELERY_TASK_DEFAULT_QUEUE)
+    return unanswered_reason(task_queue(TRY_ENVIRONMENT_TASK), waited)

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from studio.celery import SCORE_RUBRIC_TASK, SCORING_STATE
 from studio.celery import app as celery_app
-from studio.fleet.models import WorkerNode
+from studio.fleet.queues import task_queue, unanswered_reason
 from trainers.spec import RubricSpec, validation_errors
 
 MAX_PAIRS = 32
@@ -105,17 +105,4 @@ def timeout_message(spec: dict[str, Any], state: str, info: Any, timeout_s: floa
                 "lower time limit for that criterion")  # fmt: skip
     if state not in ("PENDING", None):
         return f"the worker had not finished scoring after {waited}; the studio stopped waiting and asked it to stop"
-    queue = scoring_queue()
-    busy = [node.hostname for node in WorkerNode.objects.online() if queue in node.queues]
-    if not busy:
-        return (f"no worker answered within {waited}: none serving the {queue!r} queue is running "
-                f"(./studioctl up starts one; on another machine: ./studioctl worker --queues {queue})")  # fmt: skip
-    return (
-        f"no worker took the request within {waited}: the workers on the {queue!r} queue ({', '.join(busy)}) were busy"
-    )
-
-
-def scoring_queue() -> str:
-    """The queue score_rubric is routed to (settings.CELERY_TASK_ROUTES)."""
-    route = settings.CELERY_TASK_ROUTES.get(SCORE_RUBRIC_TASK, {})
-    return route.get("queue", settings.CELERY_TASK_DEFAULT_QUEUE)
+    return unanswered_reason(task_queue(SCORE_RUBRIC_TASK), waited)
