@@ -1,5 +1,5 @@
-"""Evaluation: k sampled completions per prompt from the base model or a checkpoint,
-scored by the rubric: mean reward, mean per criterion, and pass@k when the rubric has a
+"""Evaluation: k sampled completions (or episodes, with an environment) per prompt from the base
+model or a checkpoint, scored by the rubric: mean reward, mean per criterion, and pass@k when the rubric has a
 pass threshold. Rollouts are reported like training's (step 0).
 """
 
@@ -14,9 +14,9 @@ import numpy as np
 
 from trainers.data import load_prompts
 from trainers.engines.base import SamplingParams, create_engine
-from trainers.loop import seed_everything
+from trainers.loop import episode_rollout, seed_everything
 from trainers.models import default_device, load_policy
-from trainers.report import Reporter, Rollout, failure_reported
+from trainers.report import Reporter, failure_reported
 from trainers.rewards.rubric import Rubric
 from trainers.rollouts import generate_and_score
 from trainers.spec import RunSpec
@@ -73,25 +73,31 @@ def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] 
                 batch = prompts[start : start + chunk]
                 t0 = time.perf_counter()
                 rollouts = []
-                for scored in generate_and_score(engine, rubric, batch, k, params):
+                scored_groups = generate_and_score(
+                    engine, rubric, batch, k, params, tokenizer=tokenizer, environment=spec.environment
+                )
+                for scored in scored_groups:
                     group = scored.results
-                    rewards.append([r.reward for r in group])
+                    totals = [
+                        r.reward + sum(t.reward for t in ep.turns) for r, ep in zip(group, scored.episodes, strict=True)
+                    ]
+                    rewards.append(totals)
                     passed.append([bool(r.passed) for r in group])
                     for name in rubric.names:
                         criteria[name].extend(r.scores[name].score for r in group)
+                    multi_turn = spec.environment is not None
                     rollouts += [
-                        Rollout(
+                        episode_rollout(
+                            ep,
+                            r,
                             step=0,
                             prompt_id=scored.prompt.id,
                             sample_index=j,
-                            prompt=scored.prompt.row.prompt,
-                            completion=g.text,
-                            reward=r.reward,
-                            scores=r.scores,
-                            num_tokens=len(g.token_ids),
-                            finish_reason=g.finish_reason,
+                            reward=reward,
+                            prompt=ep.messages if multi_turn else scored.prompt.row.prompt,
+                            multi_turn=multi_turn,
                         )  # fmt: skip
-                        for j, (g, r) in enumerate(zip(scored.generations, group, strict=True))
+                        for j, (ep, r, reward) in enumerate(zip(scored.episodes, group, totals, strict=True))
                     ]
                 reporter.log(f"evaluated {start + len(batch)}/{len(prompts)} prompts ({time.perf_counter() - t0:.2f}s)")
                 reporter.rollouts(0, rollouts)  # last: it closes the batch for reporters that flush on it

@@ -2,7 +2,8 @@
 
 One step, in the order of the algorithm (`Trainer.step`):
 
-    sample prompts -> generate a group per prompt -> score the completions with the rubric
+    sample prompts -> generate a group of episodes per prompt (one turn each, or turn by turn in
+    an environment) -> score the episodes with the rubric
     -> (DAPO) soft overlong penalty, drop groups whose rewards all agree and draw more
     -> old / reference logprobs -> token rewards -> advantages
     -> ppo_epochs x (micro-batches: policy loss + KL term - entropy bonus, accumulated)
@@ -34,6 +35,7 @@ from trainers.algorithms.kl import kl_penalty
 from trainers.algorithms.masked import masked_mean
 from trainers.algorithms.policy_losses import POLICY_LOSSES
 from trainers.algorithms.token_rewards import token_level_rewards
+from trainers.algorithms.turns import TurnLayout
 from trainers.data import Prompt, PromptSource, load_prompts, render_prompt
 from trainers.distributed import (
     NullReporter,
@@ -48,12 +50,15 @@ from trainers.distributed import (
     shard,
     sum_over_processes,
 )
-from trainers.engines.base import Generation, RolloutEngine, SamplingParams, create_engine
+from trainers.engines.base import RolloutEngine, SamplingParams, create_engine
 from trainers.engines.mismatch import logprob_gap, tis_clip_frac, tis_weights
+from trainers.environments.tool_calls import well_formed
+from trainers.episodes import Episode
 from trainers.logprobs import TokenBatch, batched_logprobs, micro_batches, token_logprobs
 from trainers.models import Reference, default_device, load_policy, load_reference, trainable_parameters
 from trainers.report import Reporter, Rollout, failure_reported
 from trainers.rewards.rubric import Rubric
+from trainers.rewards.sample import RubricResult
 from trainers.rollouts import ScoredGroup, generate_and_score
 from trainers.spec import DataSpec, RunSpec
 
@@ -71,10 +76,15 @@ class RunResult:
 class Group(ScoredGroup):
     """A scored group as training uses it: shaped rewards, advantages, whether it carries a signal."""
 
-    rewards: list[float]  # rubric reward (+ soft overlong penalty)
+    rewards: list[float]  # the outcome: rubric reward (+ soft overlong penalty); turn rewards not included
     advantages: list[float] = field(default_factory=list)  # sequence-level, set when trained on
 
-    has_spread: bool = True  # the rubric outcomes are not all equal (else the answers carry no signal)
+    has_spread: bool = True  # the episodes' rewards are not all equal (else they carry no signal)
+
+    @property
+    def totals(self) -> list[float]:
+        """Each episode's reward as reported: the outcome plus the environment's turn rewards."""
+        return [r + sum(t.reward for t in ep.turns) for r, ep in zip(self.rewards, self.episodes, strict=True)]
 
 
 @dataclass
@@ -82,15 +92,18 @@ class StepBatch:
     """The sequences a step trains on, as tensors: (B, T) over completion tokens, B = every
     sample of every trained group."""
 
-    tokens: TokenBatch
-    loss_mask: torch.Tensor  # the completion mask, less truncated completions under the overlong filter
+    tokens: TokenBatch  # its completion mask covers sampled and observation tokens (all attended to)
+    trained: torch.Tensor  # (B, T) 1 on sampled tokens only: observation tokens are never trained on
+    loss_mask: torch.Tensor  # `trained`, less truncated episodes under the overlong filter and failed ones
     group_index: torch.Tensor  # (B,) which group each sequence belongs to
-    rewards: torch.Tensor  # (B,) shaped rewards
+    rewards: torch.Tensor  # (B,) shaped outcome rewards
+    turn_rewards: torch.Tensor  # (B, T) each turn's environment reward on that turn's last sampled token
+    turns: TurnLayout
     engine_logp: torch.Tensor | None  # (B, T) the sampler's logprobs, when it reported them
 
     @property
     def mask(self) -> torch.Tensor:
-        return self.tokens.completion_mask
+        return self.trained
 
 
 def step_group_ids(prompt_ids: list[str]) -> list[str]:
@@ -102,6 +115,41 @@ def step_group_ids(prompt_ids: list[str]) -> list[str]:
     for pid in prompt_ids:
         seen[pid] = seen.get(pid, 0) + 1
         out.append(pid if seen[pid] == 1 else f"{pid}@{seen[pid]}")
+    return out
+
+
+def turn_reward_row(episode: Episode) -> list[float]:
+    """Over the episode's completion tokens: each turn's environment reward on that turn's last
+    sampled token, 0 elsewhere (a turn that sampled nothing has nowhere to hold its reward)."""
+    row: list[float] = []
+    for turn in episode.turns:
+        sampled = [0.0] * len(turn.token_ids)
+        if sampled:
+            sampled[-1] = turn.reward
+        row += sampled + [0.0] * len(turn.observation_ids)
+    return row
+
+
+def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
+    """`episode/*`: turns, tool calls (per tool), tool errors, well-formed calls, answers,
+    observation tokens and episodes ended at a limit, each a mean over the episodes."""
+    calls = [[c for t in ep.turns for c in t.tool_calls] for ep in episodes]
+    flat = [c for episode_calls in calls for c in episode_calls]
+    out = {
+        "episode/turns_mean": float(np.mean([len(ep.turns) for ep in episodes])),
+        "episode/tool_calls_mean": float(np.mean([len(c) for c in calls])),
+        "episode/tool_error_rate": float(np.mean([c.error is not None for c in flat])) if flat else 0.0,
+        # The share of episodes that called tools and whose every call could be read.
+        "episode/well_formed_call_rate": float(np.mean([well_formed(c) for c in calls])),
+        "episode/answered_frac": float(np.mean([any(t.answered for t in ep.turns) for ep in episodes])),
+        "episode/observation_tokens_mean": float(np.mean([ep.observation_tokens for ep in episodes])),
+        "episode/ended_at_limit_frac": float(
+            np.mean([ep.end_reason in ("turn_limit", "token_budget") for ep in episodes])
+        ),
+        "episode/error_frac": float(np.mean([ep.end_reason == "error" for ep in episodes])),
+    }
+    for tool in sorted({c.name for c in flat if c.name}):
+        out[f"episode/tool_calls/{tool}"] = float(np.mean([sum(c.name == tool for c in ep) for ep in calls]))
     return out
 
 
@@ -274,6 +322,12 @@ class Trainer:
             reporter.log(f"resumed from {resume_dir} at step {self.step_count}")
 
     @property
+    def max_completion_tokens(self) -> int:
+        """The longest completion: one turn's max_new_tokens, or an episode's token budget."""
+        env = self.spec.environment
+        return env.max_episode_tokens if env is not None else self.spec.rollout.max_new_tokens
+
+    @property
     def sampling(self) -> SamplingParams:
         # Engine logprobs only matter where the sampler is not the trainer (vLLM): to measure
         # the gap and, with tis_cap, correct for it. The transformers engine samples from the policy.
@@ -387,17 +441,16 @@ class Trainer:
         timings: dict[str, float], rounds: int, lr: float,
     ) -> dict[str, float]:  # fmt: skip
         """Responses, timing, throughput and data position of the step just taken."""
-        all_gens = [g for grp in first_round for g in grp.generations]
-        num_tokens = sum(len(g.token_ids) for grp in generated for g in grp.generations)
+        episodes = [ep for grp in first_round for ep in grp.episodes]
+        num_tokens = sum(len(ep.completion_ids) for grp in generated for ep in grp.episodes)
         # Tokens the training passes run over (prompt + completion of every trained sequence).
-        train_tokens = sum(
-            len(grp.prompt.token_ids) + len(g.token_ids) for grp in train_groups for g in grp.generations
-        )
+        train_tokens = sum(len(ep.prompt_ids) + len(ep.completion_ids) for grp in train_groups for ep in grp.episodes)
         step_s, train_s = timings["step"], timings["train"]
         metrics = {
-            "response/length_mean": float(np.mean([len(g.token_ids) for g in all_gens])),
-            "response/length_max": float(max(len(g.token_ids) for g in all_gens)),
-            "response/truncated_frac": float(np.mean([g.finish_reason == "length" for g in all_gens])),
+            # Sampled tokens: what the model wrote (observation tokens are counted under episode/).
+            "response/length_mean": float(np.mean([ep.sampled_tokens for ep in episodes])),
+            "response/length_max": float(max(ep.sampled_tokens for ep in episodes)),
+            "response/truncated_frac": float(np.mean([ep.end_reason in ("length", "token_budget") for ep in episodes])),
             "actor/lr": lr,
             "timing/generate_s": timings["generate"],
             "timing/score_s": timings["score"],
@@ -410,6 +463,8 @@ class Trainer:
             "data/generation_rounds": float(rounds),
             "data/groups_kept": float(len(train_groups)),
         }
+        if self.spec.environment is not None:
+            metrics |= episode_metrics(episodes) | {"timing/tool_s": timings.get("tool", 0.0)}
         if self.device.type == "cuda":
             metrics["perf/gpu_mem_peak_gb"] = torch.cuda.max_memory_allocated(self.device) / 2**30
         return metrics
@@ -438,22 +493,27 @@ class Trainer:
 
     def _generate_and_score(self, prompts: list[Prompt], timings: dict[str, float]) -> list[Group]:
         algo, G = self.spec.algorithm, self.spec.algorithm.group_size
-        scored = generate_and_score(self.engine, self.rubric, prompts, G, self.sampling, timings)
+        scored = generate_and_score(
+            self.engine, self.rubric, prompts, G, self.sampling, timings,
+            tokenizer=self.tokenizer, environment=self.spec.environment,
+        )  # fmt: skip
+        episodes = [ep for s in scored for ep in s.episodes]
         outcomes = torch.tensor([r.reward for s in scored for r in s.results], dtype=torch.float32)  # (B,)
         rewards = outcomes
         if algo.overlong_penalty:
-            lengths = torch.tensor([len(g.token_ids) for s in scored for g in s.generations])  # (B,)
+            lengths = torch.tensor([len(ep.completion_ids) for ep in episodes])  # (B,)
             rewards = rewards + overlong_soft_penalty(
-                lengths, self.spec.rollout.max_new_tokens, algo.overlong_buffer, algo.overlong_penalty_factor
+                lengths, self.max_completion_tokens, algo.overlong_buffer, algo.overlong_penalty_factor
             )
+        turn_sums = torch.tensor([sum(t.reward for t in ep.turns) for ep in episodes], dtype=torch.float32)  # (B,)
         group_index = torch.arange(len(prompts)).repeat_interleave(G)  # (B,)
-        # Dynamic sampling keeps groups whose outcomes differ (DAPO): a length penalty alone
-        # telling the samples apart is no signal about the answers.
-        spread = groups_with_reward_spread(outcomes, group_index)  # (B,)
+        # Dynamic sampling keeps groups whose outcomes (with turn rewards) differ (DAPO): a length
+        # penalty alone telling the samples apart is no signal about the answers.
+        spread = groups_with_reward_spread(outcomes + turn_sums, group_index)  # (B,)
         return [
             Group(
                 s.prompt,
-                s.generations,
+                s.episodes,
                 s.results,
                 rewards[k * G : (k + 1) * G].tolist(),
                 has_spread=bool(spread[k * G]),
@@ -471,25 +531,47 @@ class Trainer:
         return metrics | advantage_metrics(advantages, batch.mask)
 
     def _step_batch(self, groups: list[Group]) -> StepBatch:
-        """4. The groups' prompts and completions as one padded batch, with their masks and rewards."""
-        samples = [(grp, j) for grp in groups for j in range(len(grp.generations))]
-        gens = [grp.generations[j] for grp, j in samples]
+        """4. The groups' episodes as one padded batch: prompt, then every sampled and observation
+        token; the masks (sampled tokens only), outcome and turn rewards, and the turn layout."""
+        samples = [(grp, j) for grp in groups for j in range(len(grp.episodes))]
+        episodes = [grp.episodes[j] for grp, j in samples]
         tokens = TokenBatch.build(
-            [grp.prompt.token_ids for grp, _ in samples], [g.token_ids for g in gens], pad_id=self.pad_id,
+            [ep.prompt_ids for ep in episodes], [ep.completion_ids for ep in episodes], pad_id=self.pad_id,
             device=self.device,
         )  # fmt: skip
-        mask = tokens.completion_mask  # (B, T)
-        loss_mask = mask
+        T = tokens.completion_mask.shape[1]
+        trained = self._per_token([ep.trained_mask for ep in episodes], T)  # (B, T)
+        # An episode whose environment failed says nothing about the model: it does not train.
+        excluded = torch.tensor([ep.end_reason == "error" for ep in episodes], device=self.device)  # (B,)
         if self.spec.algorithm.overlong_filter:
-            truncated = torch.tensor([g.finish_reason == "length" for g in gens], device=self.device)  # (B,)
-            loss_mask = overlong_loss_mask(truncated, mask)
+            excluded |= torch.tensor(
+                [ep.end_reason in ("length", "token_budget") for ep in episodes], device=self.device
+            )
+        outcomes = [grp.rewards[j] for grp, j in samples]
         return StepBatch(
             tokens=tokens,
-            loss_mask=loss_mask,
-            group_index=torch.tensor([k for k, grp in enumerate(groups) for _ in grp.generations], device=self.device),
-            rewards=torch.tensor([grp.rewards[j] for grp, j in samples], device=self.device),
-            engine_logp=self._engine_logprobs(gens, mask),
+            trained=trained,
+            loss_mask=overlong_loss_mask(excluded, trained),
+            group_index=torch.tensor([k for k, grp in enumerate(groups) for _ in grp.episodes], device=self.device),
+            rewards=torch.tensor(outcomes, device=self.device),
+            turn_rewards=self._per_token([turn_reward_row(ep) for ep in episodes], T),
+            turns=TurnLayout.build(
+                [ep.turn_index for ep in episodes],
+                [[t.reward for t in ep.turns] for ep in episodes],
+                outcomes,
+                [[t.state for t in ep.turns] for ep in episodes],
+                columns=T,
+                device=self.device,
+            ),
+            engine_logp=self._engine_logprobs(episodes, T),
         )
+
+    def _per_token(self, rows: list[list[float]], columns: int) -> torch.Tensor:
+        """(B, columns) float from per-episode lists over completion tokens (0 past each one's end)."""
+        out = torch.zeros((len(rows), columns))
+        for i, row in enumerate(rows):
+            out[i, : len(row)] = torch.tensor(row, dtype=torch.float32)
+        return out.to(self.device)
 
     def _old_and_reference_logprobs(self, batch: StepBatch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """5. (old, reference) logprobs, no grad, each only when something needs it. With one pass
@@ -533,12 +615,17 @@ class Trainer:
         if algo.kl_in_reward and ref_logp is not None:
             kl_reward = kl_penalty(old_logp, ref_logp, algo.kl_estimator)  # (B, T)
         token_rewards = token_level_rewards(batch.rewards, batch.mask, kl_reward, algo.kl_beta)  # (B, T)
+        token_rewards = token_rewards + batch.turn_rewards  # each turn's environment reward at its end
         advantages, _returns = self.advantage_fn(
-            token_rewards, batch.mask, batch.group_index, eps=algo.adv_eps, gamma=algo.gamma
+            token_rewards, batch.mask, batch.group_index, eps=algo.adv_eps, gamma=algo.gamma, turns=batch.turns
         )
         sequence_advantages = iter(masked_mean(advantages, batch.mask, dim=-1).tolist())
+        turn_advantages = iter(batch.turns.turn_means(advantages).tolist())  # (B, K)
         for grp in groups:
-            grp.advantages = [next(sequence_advantages) for _ in grp.generations]
+            grp.advantages = [next(sequence_advantages) for _ in grp.episodes]
+            for ep in grp.episodes:
+                for turn, value in zip(ep.turns, next(turn_advantages), strict=False):
+                    turn.advantage = value
         return advantages
 
     def _optimisation_passes(self, batch: StepBatch, advantages, old_logp, ref_logp, is_weights) -> dict[str, float]:
@@ -558,14 +645,12 @@ class Trainer:
         )
         return logp
 
-    def _engine_logprobs(self, gens: list[Generation], mask: torch.Tensor) -> torch.Tensor | None:
-        """(B, T) the engine's logprobs of the sampled tokens, when it reported them."""
-        if any(g.logprobs is None for g in gens):
+    def _engine_logprobs(self, episodes: list[Episode], columns: int) -> torch.Tensor | None:
+        """(B, T) the engine's logprobs of the sampled tokens (0 on observations), when it reported them."""
+        rows = [ep.engine_logprobs for ep in episodes]
+        if any(row is None for row in rows):
             return None
-        engine_logp = torch.zeros_like(mask)
-        for i, g in enumerate(gens):
-            engine_logp[i, : len(g.logprobs)] = torch.tensor(g.logprobs, dtype=mask.dtype)
-        return engine_logp
+        return self._per_token(rows, columns)
 
     def _optimise(
         self, batch, loss_mask, advantages, old_logp, ref_logp, is_weights, trainer_logp=None
@@ -648,7 +733,7 @@ class Trainer:
         return grad_norm
 
     def _reward_metrics(self, groups: list[Group]) -> dict[str, float]:
-        rewards = [r for grp in groups for r in grp.rewards]
+        rewards = [r for grp in groups for r in grp.totals]
         out = {
             "reward/mean": float(np.mean(rewards)),
             "reward/std": float(np.std(rewards)),
@@ -663,21 +748,46 @@ class Trainer:
 
     def rollouts(self, groups: list[Group]) -> list[Rollout]:
         group_ids = step_group_ids([grp.prompt.id for grp in groups])
+        multi_turn = self.spec.environment is not None
         return [
-            Rollout(
+            episode_rollout(
+                ep,
+                res,
                 step=self.step_count,
                 prompt_id=group_id,
                 sample_index=j,
-                prompt=grp.prompt.row.prompt,
-                completion=gen.text,
-                reward=grp.rewards[j],
-                scores=res.scores,
+                reward=grp.totals[j],
+                prompt=ep.messages if multi_turn else grp.prompt.row.prompt,
                 advantage=grp.advantages[j] if grp.advantages else 0.0,
-                num_tokens=len(gen.token_ids),
-                finish_reason=gen.finish_reason,
-                logprobs=gen.logprobs,
                 trained=id(grp) in self.last_trained,
-            )
+                multi_turn=multi_turn,
+            )  # fmt: skip
             for grp, group_id in zip(groups, group_ids, strict=True)
-            for j, (gen, res) in enumerate(zip(grp.generations, grp.results, strict=True))
+            for j, (ep, res) in enumerate(zip(grp.episodes, grp.results, strict=True))
         ]
+
+
+def episode_rollout(
+    episode: Episode, result: RubricResult, *, step: int, prompt_id: str, sample_index: int, reward: float,
+    prompt: str | list[dict], advantage: float = 0.0, trained: bool = True, multi_turn: bool = False,
+) -> Rollout:  # fmt: skip
+    """An episode as a run (or an evaluation) reports it: the last turn's text as the completion
+    and, for multi-turn episodes, every turn with its tool calls, observation, reward and advantage."""
+    last = episode.turns[-1] if episode.turns else None
+    return Rollout(
+        step=step,
+        prompt_id=prompt_id,
+        sample_index=sample_index,
+        prompt=prompt,
+        completion=episode.final_text,
+        reward=reward,
+        scores=result.scores,
+        advantage=advantage,
+        num_tokens=episode.sampled_tokens,
+        finish_reason=last.finish_reason if last is not None else "stop",
+        logprobs=None if multi_turn else episode.engine_logprobs,
+        trained=trained,
+        turns=[t.to_dict() for t in episode.turns] if multi_turn else None,
+        end_reason=episode.end_reason if multi_turn else None,
+        error=episode.error,
+    )

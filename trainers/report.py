@@ -46,6 +46,7 @@ class Rollout:
     # Multi-turn episodes: each turn as `trainers.episodes.Turn.to_dict` makes it; None for a single-turn completion.
     turns: list[dict[str, Any]] | None = None
     end_reason: str | None = None  # "done" | "turn_limit" | "token_budget" | "error" (multi-turn only)
+    error: str | None = None  # end_reason "error": what the environment raised
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

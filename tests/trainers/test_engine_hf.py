@@ -69,6 +69,18 @@ def test_a_stop_string_cuts_the_text_and_keeps_its_tokens(model, tiny_tokenizer,
 
 
 @PATHS
+def test_a_stop_string_can_stay_at_the_end_of_the_text(model, tiny_tokenizer, prompts, lean):
+    torch.manual_seed(1)
+    params = SamplingParams(max_new_tokens=24, stop=["e"], include_stop_in_text=True)
+    gens = [g for group in engine(model, tiny_tokenizer, lean).generate(prompts, 4, params) for g in group]
+    stopped = [g for g in gens if g.finish_reason == "stop" and "e" in g.text]
+    assert stopped, "a random model writes an 'e' within 24 tokens"
+    for g in stopped:
+        assert g.text.endswith("e") and g.text.count("e") == 1
+        assert g.text == tiny_tokenizer.decode(g.token_ids, skip_special_tokens=True)[: len(g.text)]
+
+
+@PATHS
 def test_greedy_decoding_is_deterministic(model, tiny_tokenizer, prompts, lean):
     e = engine(model, tiny_tokenizer, lean)
     params = SamplingParams(max_new_tokens=8, temperature=0)

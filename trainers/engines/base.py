@@ -26,6 +26,9 @@ class SamplingParams:
     top_k: int = 0  # 0 = off
     stop: list[str] = field(default_factory=list)
     logprobs: bool = False  # return the logprob of each sampled token
+    # Keep the stop string that ended a completion at the end of its text (a tool call's
+    # `</tool_call>`); its tokens are in `token_ids` either way.
+    include_stop_in_text: bool = False
 
     @classmethod
     def from_spec(cls, spec: RunSpec, *, logprobs: bool = False) -> SamplingParams:
@@ -36,7 +39,8 @@ class SamplingParams:
 @dataclass
 class Generation:
     """One completion. `token_ids` include the EOS token when the model emitted one;
-    `text` is decoded without special tokens and cut before a stop string."""
+    `text` is decoded without special tokens and cut before a stop string (after it with
+    `SamplingParams.include_stop_in_text`)."""
 
     token_ids: list[int]
     text: str

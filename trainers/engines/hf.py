@@ -90,9 +90,9 @@ class HFEngine(RolloutEngine):
             pad_id=self.pad_id,
             stops=self._stops if params.stop else None,
         )
-        return [self._generation(d) for d in decoded]
+        return [self._generation(d, params) for d in decoded]
 
-    def _generation(self, d: Decoded) -> Generation:
+    def _generation(self, d: Decoded, params: SamplingParams) -> Generation:
         tokens, logprobs = d.token_ids, d.logprobs
         text = self.tokenizer.decode(tokens, skip_special_tokens=True)
         if d.stop is not None:
@@ -100,7 +100,7 @@ class HFEngine(RolloutEngine):
                 # Found a token late (a tokenizer whose token texts depend on context): cut back.
                 tokens = self._tokens_through(tokens, d.stop)
                 logprobs = logprobs[: len(tokens)] if logprobs is not None else None
-            text = text[: text.find(d.stop)]
+            text = text[: text.find(d.stop) + (len(d.stop) if params.include_stop_in_text else 0)]
         return Generation(token_ids=tokens, text=text, logprobs=logprobs, finish_reason=d.finish_reason)
 
     @torch.inference_mode()
@@ -139,7 +139,7 @@ class HFEngine(RolloutEngine):
         if hits:
             cut, stop = min(hits)  # the earliest stop string wins
             tokens = self._tokens_through(tokens, stop)
-            text, finish = text[:cut], "stop"
+            text, finish = text[: cut + (len(stop) if params.include_stop_in_text else 0)], "stop"
         if finish == "length" and len(tokens) < params.max_new_tokens:
             finish = "stop"  # generate stopped early on a stop string it matched on tokens
         return Generation(token_ids=tokens, text=text, logprobs=None, finish_reason=finish)

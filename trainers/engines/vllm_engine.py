@@ -52,7 +52,7 @@ def engine_kwargs(spec: RunSpec, *, on_gpu: bool = True) -> dict[str, Any]:
         "gpu_memory_utilization": spec.rollout.vllm_gpu_memory_utilization,
         "enable_sleep_mode": spec.rollout.vllm_sleep_during_update and on_gpu,
         "enforce_eager": spec.rollout.vllm_enforce_eager,
-        "max_model_len": spec.data.max_prompt_tokens + spec.rollout.max_new_tokens,
+        "max_model_len": context_tokens(spec),
         "seed": spec.optim.seed,
         "enable_prefix_caching": True,  # the G samples of a prompt share its prefill
         "worker_extension_cls": WORKER_EXTENSION,
@@ -64,6 +64,13 @@ def engine_kwargs(spec: RunSpec, *, on_gpu: bool = True) -> dict[str, Any]:
         # One vLLM per training rank on that rank's GPU (torchrun), as TRL's colocate mode does.
         kwargs["distributed_executor_backend"] = "external_launcher"
     return kwargs
+
+
+def context_tokens(spec: RunSpec) -> int:
+    """The longest sequence the engine sees: the prompt, then one completion or, with an
+    environment, a whole episode (sampled and observation tokens)."""
+    after_prompt = spec.environment.max_episode_tokens if spec.environment else spec.rollout.max_new_tokens
+    return spec.data.max_prompt_tokens + after_prompt
 
 
 def supported_kwargs(kwargs: dict[str, Any], known: Iterable[str]) -> dict[str, Any]:
@@ -113,7 +120,7 @@ def cpu_kv_cache_bytes(spec: RunSpec, host_memory: int | None = None) -> int:
     kv_heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
     itemsize = torch.empty((), dtype=getattr(torch, spec.model.dtype)).element_size()
     per_token = 2 * text.num_hidden_layers * kv_heads * head_dim * itemsize  # keys and values
-    tokens = spec.rollout.generation_batch_size * (spec.data.max_prompt_tokens + spec.rollout.max_new_tokens)
+    tokens = spec.rollout.generation_batch_size * context_tokens(spec)
     if host_memory is None:
         host_memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return min(2 * tokens * per_token, int(spec.rollout.vllm_gpu_memory_utilization * host_memory))
@@ -199,6 +206,7 @@ class ColocatedVLLM:
             top_p=params.top_p,
             top_k=params.top_k if params.top_k > 0 else -1,
             stop=list(params.stop) or None,
+            include_stop_str_in_output=params.include_stop_in_text,
             logprobs=0 if params.logprobs else None,  # 0: only the sampled token's
             seed=seed,
         )

@@ -122,6 +122,7 @@ class VLLMServerClient:
             "top_p": params.top_p,
             "top_k": params.top_k if params.top_k > 0 else -1,
             "stop": params.stop or None,
+            "include_stop_str_in_output": params.include_stop_in_text,
             # Always ask for the sampled token's logprob: with return_tokens_as_token_ids it is
             # also how older servers spell the completion's token ids.
             "logprobs": 1,

@@ -97,6 +97,11 @@ class Environment:
     def step(self, text: str) -> StepResult:
         raise NotImplementedError
 
+    def stop_strings(self) -> list[str]:
+        """Strings that end a model turn besides EOS, kept in the turn's text (a Hermes tool call
+        stops at `</tool_call>`, so the model waits for the result); none by default."""
+        return []
+
     def close(self) -> None:
         """Release processes held for the episode (none by default)."""
 

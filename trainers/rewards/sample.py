@@ -18,11 +18,15 @@ class Sample:
 
     `prompt` is the prompt text or chat messages `[{role, content}]`; `fields` holds the
     row's reference answer under `answer` plus any extra row fields, handed to criteria by name.
+    A multi-turn episode is scored on its last turn's text as `completion`, with `transcript`
+    the whole conversation after the prompt (assistant turns and tool/user observations);
+    None for a single-turn completion.
     """
 
     prompt: str | list[dict[str, Any]]
     completion: str
     fields: dict[str, Any] = field(default_factory=dict)
+    transcript: list[dict[str, Any]] | None = None
 
     @property
     def prompt_text(self) -> str:

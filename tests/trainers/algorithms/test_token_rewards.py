@@ -23,3 +23,10 @@ def test_kl_in_the_reward_charges_every_valid_token_beta_times_its_kl():
 def test_without_beta_the_kl_is_ignored():
     kl = torch.full((3, 3), 7.0)
     torch.testing.assert_close(token_level_rewards(REWARDS, MASK, kl, 0.0), token_level_rewards(REWARDS, MASK))
+
+
+def test_the_outcome_goes_on_the_last_valid_token_of_a_mask_with_holes():
+    # A multi-turn episode: turn 0 (2 tokens), observation (2 tokens, mask 0), turn 1 (1 token), padding.
+    mask = torch.tensor([[1.0, 1.0, 0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
+    out = token_level_rewards(torch.tensor([2.0, -1.0]), mask)
+    assert out.tolist() == [[0.0, 0.0, 0.0, 0.0, 2.0, 0.0], [-1.0, 0.0, 0.0, 0.0, 0.0, 0.0]]

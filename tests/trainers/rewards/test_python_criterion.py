@@ -226,3 +226,18 @@ def test_timeouts_between_answers_do_not_count_towards_giving_up():
     errors = [r.scores["user"].error for r in results]
     assert [e is None for e in errors] == [c == "ok" for c in completions], errors
     assert all(e.startswith("timed out") for e in errors if e), errors
+
+
+def test_a_score_function_naming_transcript_receives_a_multi_turn_episodes_conversation():
+    from trainers.rewards.sample import Sample
+
+    transcript = [{"role": "assistant", "content": "<tool_call>x</tool_call>"}, {"role": "tool", "content": "7"}]
+    episode = Sample(prompt="p", completion="7", fields={}, transcript=transcript)
+    reads = Python(
+        PythonParams(code="def score(prompt, completion, transcript=None):\n    return len(transcript or [])\n")
+    )
+    assert [s.score for s in reads.score_batch([episode, sample("7")])] == [2.0, 0.0]
+    # Written before transcripts existed: called exactly as before (no transcript among its fields).
+    older = Python(PythonParams(code="def score(prompt, completion, **fields):\n    return len(fields)\n"))
+    [score] = older.score_batch([episode])
+    assert score.error is None and score.score == 0.0
