@@ -78,7 +78,7 @@ def agent_demo_spec(
     spec: dict[str, Any] = {
         "name": "open-the-box",
         "model": {"path": str(model_path)},
-        "data": {"path": str(data_path), "prompt_field": "prompt", "extra_fields": ["box"]},
+        "data": {"path": str(data_path), "prompt_field": "prompt", "answer_field": None, "extra_fields": ["box"]},
         "rubric": agent_rubric(),
         "environment": agent_environment(),
         "algorithm": {

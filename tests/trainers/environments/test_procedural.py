@@ -137,3 +137,8 @@ def test_guess_number_bisection_needs_about_log2_turns():
         low, high = (guess + 1, high) if result.observation[0]["content"] == "Higher." else (low, guess - 1)
         assert result.state == f"{low}..{high}"
     assert turns <= 8
+
+
+def test_a_lookup_turn_stops_after_its_tool_call():
+    assert make("lookup").stop_strings() == ["</tool_call>"]
+    assert make("guess_number").stop_strings() == []

@@ -108,6 +108,9 @@ class Lookup(Environment):
     def _state(self) -> str:
         return f"opened {len(self.opened)}/{len(self.chain)}"
 
+    def stop_strings(self) -> list[str]:
+        return ["</tool_call>"]  # the model waits for the box's content instead of making it up
+
     def step(self, text: str) -> StepResult:
         calls = parse_tool_calls(text, formats=("hermes",))
         if not calls:
