@@ -91,10 +91,10 @@ def agent_demo_spec(
         },
         "rollout": {"max_new_tokens": 32, "temperature": 1.0, "generation_batch_size": 64},
         "optim": {
-            "lr": 1e-3,
+            "lr": 6e-4,
             "prompts_per_step": 8,
             "micro_batch_size": 64,
-            "total_steps": 40,
+            "total_steps": 50,
             "warmup_steps": 0,
             "max_grad_norm": 1.0,
             "seed": 0,
