@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import string
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 SIZES: dict[str, dict[str, int]] = {
@@ -25,6 +25,9 @@ SIZES: dict[str, dict[str, int]] = {
 BOS, EOS, PAD = "<|bos|>", "<|eos|>", "<|pad|>"
 ROLE_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>")
 SPECIAL_TOKENS = [PAD, BOS, EOS, *ROLE_TOKENS]
+# Hermes-style tool-call markers and the tool role, as one token each for an agent model. Added as
+# ordinary (not special) tokens: decoding skips special tokens, and the parser must see these.
+TOOL_TOKENS = ("<tool_call>", "</tool_call>", "<|tool|>")
 
 # Each message is "<|role|>content<|eos|>"; the generation prompt opens the assistant turn,
 # so a completion ends when the model emits <|eos|>.
@@ -68,10 +71,28 @@ def synthetic_corpus(seed: int = 0, lines: int = 3000) -> list[str]:
     return out
 
 
-def train_tokenizer(corpus: Iterable[str], vocab_size: int = 768):
+def agent_corpus(seed: int = 0, lines: int = 1500) -> list[str]:
+    """Lines in the shape of an agent's turns: Hermes tool calls with a few tools and arguments,
+    tool results and short codes, so the BPE merges the call's fixed parts into few tokens."""
+    rng = random.Random(seed)
+    tools = {"open": "box", "search": "query", "calculator": "expression", "python": "code"}
+    out: list[str] = []
+    for _ in range(lines):
+        name = rng.choice(list(tools))
+        value = rng.choice(string.ascii_lowercase) + rng.choice(string.digits)
+        if name != "open":
+            value = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 4)))
+        call = f'<tool_call>{{"name": "{name}", "arguments": {{"{tools[name]}": "{value}"}}}}</tool_call>'
+        code = "".join(rng.choice(string.digits) for _ in range(rng.randint(2, 6)))
+        out.append(rng.choice((call, f"<|tool|>{code}", f'look in box "{value}"', f"{call}\n{code}")))
+    return out
+
+
+def train_tokenizer(corpus: Iterable[str], vocab_size: int = 768, added_tokens: Sequence[str] = ()):
     """Byte-level BPE (every byte is in the alphabet, so any text round-trips) wrapped as a
-    `PreTrainedTokenizerFast` with bos/eos/pad and the chat template above."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    `PreTrainedTokenizerFast` with bos/eos/pad and the chat template above. `added_tokens` become
+    single ordinary tokens after the BPE ones (decoded like text, not skipped as special)."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
@@ -96,6 +117,8 @@ def train_tokenizer(corpus: Iterable[str], vocab_size: int = 768):
         model_max_length=2048,
     )
     fast.chat_template = CHAT_TEMPLATE
+    if added_tokens:
+        fast.add_tokens([AddedToken(t, special=False, normalized=False) for t in added_tokens])
     return fast
 
 
@@ -110,11 +133,13 @@ def build_tiny_model(
     intermediate: int | None = None,
     seed: int = 0,
     corpus: Iterable[str] | None = None,
+    added_tokens: Sequence[str] = (),
 ) -> Path:
     """Write a tokenizer and a randomly initialised LlamaForCausalLM to `out_dir`; returns it.
 
     `size` picks defaults from SIZES ("tiny" ~1 M, "small" ~14 M parameters); the
-    explicit arguments override them. Same seed, same weights and same tokenizer."""
+    explicit arguments override them. Same seed, same weights and same tokenizer.
+    An agent model: `corpus=synthetic_corpus(seed) + agent_corpus(seed), added_tokens=TOOL_TOKENS`."""
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
@@ -129,7 +154,7 @@ def build_tiny_model(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = train_tokenizer(corpus if corpus is not None else synthetic_corpus(seed), vocab_size)
+    tokenizer = train_tokenizer(corpus if corpus is not None else synthetic_corpus(seed), vocab_size, added_tokens)
     ids = {name: tokenizer.convert_tokens_to_ids(tok) for name, tok in (("bos", BOS), ("eos", EOS), ("pad", PAD))}
     config = LlamaConfig(
         vocab_size=len(tokenizer),

@@ -4,6 +4,6 @@ None imports torch: the studio renders each kind's form from its `params_model`.
 from __future__ import annotations
 
 from trainers.environments.base import ENVIRONMENTS, Environment
-from trainers.environments.kinds import python_env, tools  # noqa: F401  (register their kinds)
+from trainers.environments.kinds import procedural, python_env, tools  # noqa: F401  (importing registers them)
 
 __all__ = ["ENVIRONMENTS", "Environment"]

@@ -1,0 +1,112 @@
+"""THE multi-turn learning test: the tiny agent model, warmed up on a mix of transcripts (some call
+the tool, some guess, some make malformed calls), trained with GRPO in the `lookup` environment,
+calls the tool well-formed more often and earns more reward on held-out box names, and the reward
+comes from tool use: the code is drawn per episode, so only the tool's output holds it.
+(See trainers/agent_demo.py.)"""
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from trainers.agent_demo import HELD_OUT_BOXES, agent_demo_spec, make_agent_dataset, warm_agent_model
+from trainers.environments.base import ToolCall
+from trainers.environments.tool_calls import well_formed
+from trainers.evaluate import evaluate
+from trainers.loop import train
+from trainers.report import MemoryReporter, Rollout
+from trainers.spec import RunSpec
+
+
+@pytest.fixture(scope="module")
+def warm_agent(tmp_path_factory):
+    """One warm-up for both seeds: it is the starting point, not what is measured."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield warm_agent_model(tmp_path_factory.mktemp("agent"), seed=0)
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.fixture
+def one_thread():
+    """As in test_learning.py: a 1 M-parameter model gains nothing from a second thread on 2 shared cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@dataclass
+class HeldOut:
+    reward: float  # the rubric's mean (exact match of the last turn with the code)
+    well_formed: float  # share of episodes that called a tool, every call readable
+    rewarded_without_tool: int  # rewarded episodes where no call came back with a box's content
+    rewarded_with_tool: float  # share of the rewarded episodes where one did
+    episodes: int
+
+    def __str__(self) -> str:
+        return (
+            f"reward {self.reward:.3f}, well-formed calls {self.well_formed:.2f}, "
+            f"rewarded without the tool's output {self.rewarded_without_tool}, rewarded episodes that had it "
+            f"{self.rewarded_with_tool:.2f} ({self.episodes} episodes)"
+        )
+
+
+def called_well(rollout: Rollout) -> bool:
+    return well_formed([ToolCall(**call) for turn in rollout.turns for call in turn["tool_calls"]])
+
+
+def opened_a_box(rollout: Rollout) -> bool:
+    """Some call came back with a box's content (not an error): the episode saw the tool's output."""
+    return any(call["error"] is None for turn in rollout.turns for call in turn["tool_calls"])
+
+
+def held_out(spec: RunSpec, checkpoint: str | None) -> HeldOut:
+    spec = spec.model_copy(deep=True)
+    spec.eval.checkpoint = checkpoint
+    reporter = MemoryReporter()
+    metrics = evaluate(spec, reporter).metrics
+    rollouts = [r for _, batch in reporter.rollout_batches for r in batch]
+    rewarded = [r for r in rollouts if r.reward > 0]
+    return HeldOut(
+        reward=metrics["eval/reward/mean"],
+        well_formed=sum(map(called_well, rollouts)) / len(rollouts),
+        rewarded_without_tool=sum(not opened_a_box(r) for r in rewarded),
+        rewarded_with_tool=sum(map(opened_a_box, rewarded)) / len(rewarded) if rewarded else 0.0,
+        episodes=len(rollouts),
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.usefixtures("one_thread")
+def test_the_tiny_agent_learns_to_call_the_tool_and_copy_the_code(warm_agent, tmp_path, seed):
+    config = agent_demo_spec(warm_agent, make_agent_dataset(tmp_path / "boxes.jsonl"), tmp_path / "out")
+    config["optim"]["seed"] = seed
+    spec = RunSpec.model_validate(config)
+    # Box names no training prompt has (and codes drawn afresh): 52 names x 4 episodes.
+    evaluation = spec.model_copy(deep=True)
+    evaluation.data.path = str(make_agent_dataset(tmp_path / "held_out.jsonl", HELD_OUT_BOXES))
+    before = held_out(evaluation, None)
+
+    reporter = MemoryReporter()
+    result = train(spec, reporter)
+    assert result.status == "succeeded"
+    after = held_out(evaluation, result.checkpoint)
+
+    curve = reporter.series("reward/mean")
+    calls = reporter.series("episode/well_formed_call_rate")
+    print(
+        f"\nseed {seed}, {result.steps} steps:\n  before: {before}\n  after:  {after}\n"
+        f"  training reward every 5 steps: {' '.join(f'{x:.2f}' for x in curve[::5])} ... {curve[-1]:.2f}\n"
+        f"  training well-formed call rate: {' '.join(f'{x:.2f}' for x in calls[::5])} ... {calls[-1]:.2f}"
+    )
+    assert after.reward >= before.reward + 0.15
+    assert after.well_formed >= before.well_formed + 0.3
+    # The reward came with the tool: an episode that never saw a box's content can only guess
+    # (1 in 100; at most 208 such episodes, so 3 lucky guesses are already unlikely) ...
+    assert after.rewarded_without_tool <= 3
+    # ... and nearly every rewarded held-out episode had read the code from the tool.
+    assert after.rewarded_with_tool >= 0.95
