@@ -22,6 +22,7 @@ import string
 from pathlib import Path
 from typing import Any
 
+from trainers.demo import with_overrides
 from trainers.environments.base import EpisodeLimits, Message
 from trainers.environments.kinds.procedural import LOOKUP_PROMPT, Lookup, LookupParams, lookup_call
 
@@ -102,12 +103,7 @@ def agent_demo_spec(
         "checkpoint": {"output_dir": str(output_dir), "every_n_steps": 0, "keep_last": 1},
         "eval": {"samples_per_prompt": 4},
     }
-    for section, values in overrides.items():
-        if isinstance(values, dict) and isinstance(spec.get(section), dict):
-            spec[section] = {**spec[section], **values}
-        else:
-            spec[section] = values
-    return spec
+    return with_overrides(spec, overrides)
 
 
 def warm_up_transcripts(

@@ -90,6 +90,12 @@ def demo_spec(
         "checkpoint": {"output_dir": str(output_dir), "every_n_steps": 0, "keep_last": 1},
         "eval": {"samples_per_prompt": 4},
     }
+    return with_overrides(spec, overrides)
+
+
+def with_overrides(spec: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`spec` with each override's keys replacing those of its top-level section (a whole
+    section replaced when either side is not a dict)."""
     for section, values in overrides.items():
         if isinstance(values, dict) and isinstance(spec.get(section), dict):
             spec[section] = {**spec[section], **values}
