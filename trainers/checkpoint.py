@@ -2,8 +2,9 @@
 
     <output_dir>/checkpoints/step-<N>/
         model weights + tokenizer (save_pretrained; LoRA runs save only the adapters)
-        trainer_state.pt: step, optimiser, scheduler, data position, engine state and the
-                          random states of python, numpy and torch (CPU and CUDA)
+        trainer_state.pt: step, optimiser, scheduler, data position, curriculum (its generator
+                          and per-prompt statistics), engine state, the random states of
+                          python, numpy and torch (CPU and CUDA) and the hint levels
 
 A resumed run samples the same prompts and the same completions as one that never
 stopped, because all of that state is restored. The folder is written under a temporary
@@ -15,6 +16,8 @@ from __future__ import annotations
 import random
 import re
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +27,7 @@ import torch
 from trainers.spec import CheckpointSpec
 
 if TYPE_CHECKING:
+    from trainers.engines.base import RolloutEngine
     from trainers.loop import Trainer
 
 STATE_FILE = "trainer_state.pt"
@@ -77,6 +81,22 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+@contextmanager
+def random_state_kept(engine: RolloutEngine, seed: int) -> Iterator[None]:
+    """Run the block on its own random stream, seeded by `seed`, then put back python's, numpy's and
+    torch's generators and the engine's sampling state as they were: sampling done inside (validation)
+    leaves the training run's stream exactly where it was, and is itself the same after a resume."""
+    saved, engine_state = rng_state(), engine.state_dict()
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        yield
+    finally:
+        set_rng_state(saved)
+        engine.load_state_dict(engine_state)
+
+
 def save_checkpoint(trainer: Trainer) -> Path:
     """Write step-<N> for the trainer's current step, then drop all but the newest `keep_last`."""
     spec = trainer.spec.checkpoint
@@ -92,8 +112,10 @@ def save_checkpoint(trainer: Trainer) -> Path:
             "optimizer": trainer.optimizer.state_dict(),
             "scheduler": trainer.scheduler.state_dict(),
             "data": trainer.source.state_dict(),
+            "curriculum": trainer.curriculum.state_dict(),
             "engine": trainer.engine.state_dict(),
             "rng": rng_state(),
+            "hints": trainer.hinter.schedule.state_dict() if trainer.hinter is not None else None,
         },
         tmp / STATE_FILE,
     )
@@ -112,6 +134,10 @@ def load_trainer_state(trainer: Trainer, path: str | Path) -> None:
     trainer.optimizer.load_state_dict(state["optimizer"])
     trainer.scheduler.load_state_dict(state["scheduler"])
     trainer.source.load_state_dict(state["data"])
+    if "curriculum" in state:  # checkpoints written before curricula existed start it afresh
+        trainer.curriculum.load_state_dict(state["curriculum"])
     trainer.engine.load_state_dict(state["engine"])
     set_rng_state(state["rng"])
+    if trainer.hinter is not None and state.get("hints") is not None:  # checkpoints from before hints have none
+        trainer.hinter.schedule.load_state_dict(state["hints"])
     trainer.last_checkpoint = str(path)

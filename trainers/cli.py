@@ -35,7 +35,8 @@ class BadInput(Exception):
 
 class JsonlReporter:
     """Writes `<prefix>metrics.jsonl` ({"step": N, key: value, ...} per line), `<prefix>rollouts.jsonl`
-    (one Rollout per line) and `<prefix>run.log` into `output_dir`, and drives a progress bar."""
+    (one Rollout per line), `<prefix>prompt_stats.jsonl` ({"step": N, "prompts": [...]} per step) and
+    `<prefix>run.log` into `output_dir`, and drives a progress bar."""
 
     def __init__(self, output_dir: str | Path, *, total: int | None = None, prefix: str = "", progress: bool = True):
         from tqdm import tqdm
@@ -45,6 +46,7 @@ class JsonlReporter:
         self._metrics = open(self.dir / f"{prefix}metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         self._rollouts = open(self.dir / f"{prefix}rollouts.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         self._log = open(self.dir / f"{prefix}run.log", "a", encoding="utf-8")  # noqa: SIM115
+        self._prompt_stats = open(self.dir / f"{prefix}prompt_stats.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         self.bar = tqdm(total=total, unit="step", disable=not progress or total is None, dynamic_ncols=True)
         self.final_state: str | None = None
 
@@ -67,6 +69,10 @@ class JsonlReporter:
     def checkpoint(self, step: int, path: str) -> None:
         self.log(f"checkpoint at step {step}: {path}")
 
+    def prompt_stats(self, step: int, stats: list[dict[str, Any]]) -> None:
+        self._prompt_stats.write(json.dumps({"step": step, "prompts": stats}) + "\n")
+        self._prompt_stats.flush()
+
     def warning(self, step: int | None, message: str) -> None:
         self.log(f"warning{f' at step {step}' if step is not None else ''}: {message}")
 
@@ -77,7 +83,7 @@ class JsonlReporter:
 
     def close(self) -> None:
         self.bar.close()
-        for f in (self._metrics, self._rollouts, self._log):
+        for f in (self._metrics, self._rollouts, self._prompt_stats, self._log):
             f.close()
 
 

@@ -96,12 +96,23 @@ class PromptRow:
 
 
 @dataclass(frozen=True)
+class Hint:
+    """The start of a reference solution given as the start of the answer (trainers.curriculum.hints)."""
+
+    text: str
+    fraction: float  # of the solution's tokens
+    num_tokens: int
+
+
+@dataclass(frozen=True)
 class Prompt:
-    """A row rendered for the model: `text` after the chat template, and its token ids."""
+    """A row rendered for the model: `text` after the chat template, and its token ids. A hinted
+    prompt's text and ids end with the hint's, so the completion starts after it."""
 
     row: PromptRow
     text: str
     token_ids: list[int] = field(repr=False)
+    hint: Hint | None = None
 
     @property
     def id(self) -> str:
@@ -492,7 +503,13 @@ def _folder_rows(folder: Path, files: list[tuple[Path, str]]) -> Iterator[tuple[
 
 def load_rows(spec: DataSpec) -> list[PromptRow]:
     """Rows of the dataset mapped per `spec` (prompt or messages, answer, extra fields). Read as a
-    stream: only the mapped rows are kept, and reading stops at `limit`. The first bad row fails."""
+    stream: only the mapped rows are kept, and reading stops at `limit`. The first bad row fails.
+    Procedural data has no file: its rows are the held-out set (what an evaluation scores; a
+    training run draws from the pools instead, see trainers.procedural.source)."""
+    if spec.procedural is not None:
+        from trainers.procedural.rows import held_out_rows
+
+        return held_out_rows(spec.procedural)[: spec.limit]
     path = Path(spec.path)
     mapping = FieldMapping.of(spec)
     rows = []

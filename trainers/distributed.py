@@ -171,6 +171,15 @@ def any_process(flag: bool, info: DistInfo, device: torch.device | str = "cpu") 
     return bool(value.item())
 
 
+def gathered_lists(items: list[T], info: DistInfo) -> list[T]:
+    """Every process's `items`, concatenated in rank order (itself alone). Every process must call it."""
+    if not info.enabled:
+        return list(items)
+    gathered: list[list[T] | None] = [None] * info.world_size
+    torch.distributed.all_gather_object(gathered, list(items))
+    return [item for part in gathered for item in part or []]
+
+
 def mean_over_processes(values: dict[str, float], info: DistInfo) -> dict[str, float]:
     """Each metric averaged over the processes that report it (a process whose groups were all
     filtered out has no actor/ metrics that step). Every process gets the same dict."""
@@ -196,3 +205,4 @@ class NullReporter:
     def checkpoint(self, step: int, path: str) -> None: ...
     def log(self, line: str) -> None: ...
     def warning(self, step: int | None, message: str) -> None: ...
+    def prompt_stats(self, step: int, stats: list[dict[str, Any]]) -> None: ...

@@ -18,7 +18,7 @@ from trainers.loop import episode_rollout, seed_everything
 from trainers.models import default_device, load_policy
 from trainers.report import Reporter, failure_reported
 from trainers.rewards.rubric import Rubric
-from trainers.rollouts import generate_and_score
+from trainers.rollouts import ScoredGroup, generate_and_score
 from trainers.spec import RunSpec
 
 
@@ -78,9 +78,7 @@ def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] 
                 )
                 for scored in scored_groups:
                     group = scored.results
-                    totals = [
-                        r.reward + sum(t.reward for t in ep.turns) for r, ep in zip(group, scored.episodes, strict=True)
-                    ]
+                    totals = episode_totals(scored)
                     rewards.append(totals)
                     passed.append([bool(r.passed) for r in group])
                     for name in rubric.names:
@@ -101,7 +99,8 @@ def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] 
                     ]
                 reporter.log(f"evaluated {start + len(batch)}/{len(prompts)} prompts ({time.perf_counter() - t0:.2f}s)")
                 reporter.rollouts(0, rollouts)  # last: it closes the batch for reporters that flush on it
-            metrics = _metrics(rewards, passed, criteria, k, has_threshold=spec.rubric.pass_threshold is not None)
+            has_threshold = spec.rubric.pass_threshold is not None
+            metrics = sampled_metrics("eval", rewards, criteria, k, passed if has_threshold else None)
             reporter.metrics(0, metrics)
             status = "cancelled" if stopped else "succeeded"
             reporter.status(status, f"{len(rewards)} prompts x {k} samples")
@@ -115,19 +114,27 @@ def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] 
             rubric.close()
 
 
-def _metrics(
+def episode_totals(scored: ScoredGroup) -> list[float]:
+    """Each episode's reward as reported: the rubric's, plus its environment's turn rewards."""
+    return [r.reward + sum(t.reward for t in ep.turns) for r, ep in zip(scored.results, scored.episodes, strict=True)]
+
+
+def sampled_metrics(
+    prefix: str,
     rewards: list[list[float]],
-    passed: list[list[bool]],
     criteria: dict[str, list[float]],
     k: int,
-    *,
-    has_threshold: bool,
+    passed: list[list[bool]] | None = None,
 ) -> dict[str, float]:
+    """Metrics of k samples per prompt, under `prefix` ("eval", "val"): `<prefix>/reward/mean|std` over
+    every sample, `<prefix>/reward/<criterion>/mean`, and, when `passed` says which samples pass,
+    `<prefix>/pass@j` for j in `pass_ks(k)`: the unbiased estimate per prompt, averaged over prompts.
+    rewards[i] and passed[i] are prompt i's k samples; criteria[name] holds every sample's score."""
     if not rewards:
         return {}
-    out = {"eval/reward/mean": float(np.mean(rewards)), "eval/reward/std": float(np.std(rewards))}
-    out |= {f"eval/reward/{name}/mean": float(np.mean(values)) for name, values in criteria.items()}
-    if has_threshold:
-        for kk in pass_ks(k):
-            out[f"eval/pass@{kk}"] = float(np.mean([pass_at_k(k, sum(p), kk) for p in passed]))
+    out = {f"{prefix}/reward/mean": float(np.mean(rewards)), f"{prefix}/reward/std": float(np.std(rewards))}
+    out |= {f"{prefix}/reward/{name}/mean": float(np.mean(values)) for name, values in criteria.items()}
+    if passed is not None:
+        for j in pass_ks(k):
+            out[f"{prefix}/pass@{j}"] = float(np.mean([pass_at_k(k, sum(p), j) for p in passed]))
     return out

@@ -37,7 +37,10 @@ from trainers.algorithms.masked import masked_mean
 from trainers.algorithms.policy_losses import POLICY_LOSSES
 from trainers.algorithms.token_rewards import token_level_rewards
 from trainers.algorithms.turns import TurnLayout
-from trainers.data import Prompt, PromptSource, load_prompts, render_prompt
+from trainers.curriculum.budgets import Allocation
+from trainers.curriculum.hints import Hinter
+from trainers.curriculum.state import Curriculum
+from trainers.data import Hint, Prompt, PromptSource, load_prompts, render_prompt
 from trainers.distributed import (
     NullReporter,
     any_process,
@@ -46,6 +49,7 @@ from trainers.distributed import (
     cleanup,
     device_for,
     dist_info,
+    gathered_lists,
     init_distributed,
     mean_over_processes,
     shard,
@@ -55,8 +59,11 @@ from trainers.engines.base import RolloutEngine, SamplingParams, create_engine
 from trainers.engines.mismatch import logprob_gap, tis_clip_frac, tis_weights
 from trainers.environments.tool_calls import well_formed
 from trainers.episodes import Episode
-from trainers.logprobs import TokenBatch, batched_logprobs, micro_batches, token_logprobs
+from trainers.logprobs import TokenBatch, batched_logprobs, token_logprobs
+from trainers.micro_batching import MicroBatching
 from trainers.models import Reference, default_device, load_policy, load_reference, trainable_parameters
+from trainers.precision import autocast
+from trainers.procedural.source import ProceduralSource
 from trainers.report import Reporter, Rollout, failure_reported
 from trainers.rewards.rubric import Rubric
 from trainers.rewards.sample import RubricResult
@@ -280,7 +287,7 @@ class Trainer:
     """Everything a run holds between steps: model, optimiser, engine, rubric, data position."""
 
     def __init__(self, spec: RunSpec, reporter: Reporter) -> None:
-        from trainers import checkpoint  # the checkpoint module imports this one's types
+        from trainers import checkpoint, validation  # both import this module
 
         self.spec = spec
         self.reporter = reporter
@@ -300,9 +307,18 @@ class Trainer:
             spec.model, self.model, spec.algorithm.kl_beta, policy_is_initial=resume_dir is None
         )
         self.pad_id = self.tokenizer.pad_token_id
-        prompts = load_prompts(spec.data, self.tokenizer)
-        warn_about_cut_prompts(prompts, self.tokenizer, spec.data, reporter)
-        self.source = PromptSource(prompts, seed=spec.optim.seed, shuffle=spec.data.shuffle)
+        if spec.data.procedural is not None:  # generated prompts at a level the run adapts (RLVE)
+            self.source = ProceduralSource(spec.data, self.tokenizer, seed=spec.optim.seed)
+            # Validation draws from the task's held-out problems (load_rows of a generated task),
+            # which never share a prompt with the training pool.
+            held_out = validation.split_prompts(spec, self.tokenizer, load_prompts(spec.data, self.tokenizer))[1]
+        else:
+            prompts = load_prompts(spec.data, self.tokenizer)
+            warn_about_cut_prompts(prompts, self.tokenizer, spec.data, reporter)
+            prompts, held_out = validation.split_prompts(spec, self.tokenizer, prompts)  # held-out rows never train
+            self.source = PromptSource(prompts, seed=spec.optim.seed, shuffle=spec.data.shuffle)
+        self.validator = validation.Validator(spec, held_out) if spec.validation is not None else None
+        self.curriculum = Curriculum(spec, self.source)
         self.rubric = Rubric.from_spec(spec.rubric)
         self.engine: RolloutEngine = create_engine(spec, model=self.model, tokenizer=self.tokenizer)
         self.optimizer = torch.optim.AdamW(
@@ -318,6 +334,7 @@ class Trainer:
         self.policy_loss_fn = POLICY_LOSSES.get(spec.algorithm.policy_loss)
         self.last_checkpoint: str | None = None
         self.failures = FailureWatch(spec.reward.failure_warn_share, spec.reward.stop_after_failing_steps)
+        self.hinter = Hinter.from_spec(spec.curriculum, self.tokenizer) if spec.curriculum.hints else None
         if resume_dir is not None:
             checkpoint.load_trainer_state(self, resume_dir)
             reporter.log(f"resumed from {resume_dir} at step {self.step_count}")
@@ -347,6 +364,8 @@ class Trainer:
         metrics: dict[str, float] = {}
         stopped = False
         failed: str | None = None
+        if self.step_count == 0:  # the step-0 baseline (at_start); a resumed run validated its step before
+            self._validate()  # the checkpoint it resumed from
         while self.step_count < spec.optim.total_steps and not failed:
             if should_stop():
                 stopped = True
@@ -360,7 +379,10 @@ class Trainer:
                 f"step {self.step_count}/{spec.optim.total_steps}: reward {metrics['reward/mean']:.3f}"
                 f" loss {metrics.get('actor/loss', float('nan')):.4f} ({metrics['timing/step_s']:.2f}s)"
             )
+            reporter.prompt_stats(self.step_count, self.curriculum.take_events())
             reporter.rollouts(self.step_count, self.rollouts(self.last_groups))
+            if not failed:  # before the checkpoint: a run resumed from it has validated this step
+                self._validate()
             if every and self.step_count % every == 0 and not failed:
                 self._save(save_checkpoint)
         if failed:  # the reward meant nothing for several steps: no final checkpoint of that training
@@ -372,6 +394,12 @@ class Trainer:
         detail = f"stopped at step {self.step_count}" if stopped else f"{self.step_count} steps"
         reporter.status(status, detail)
         return RunResult(status, self.step_count, metrics, self.last_checkpoint, detail)
+
+    def _validate(self) -> None:
+        """Validation after the current step when it is due (trainers.validation); the main process
+        alone samples it, on its own random stream, and reports it."""
+        if self.validator is not None and self.dist.is_main and self.validator.due(self.step_count):
+            self.validator.run(self.step_count, self.engine, self.rubric, self.tokenizer, self.reporter)
 
     def _save(self, save_checkpoint) -> None:
         if not self.dist.is_main:  # every process holds the same weights; rank 0 writes them
@@ -400,6 +428,7 @@ class Trainer:
             torch.cuda.reset_peak_memory_stats(self.device)  # perf/gpu_mem_peak_gb is this step's peak
 
         kept, generated, rounds = self._collect_groups(timings)
+        procedural = self._adapt_difficulty(generated)
         train_groups = kept[: self.local_prompts]
         train_started = time.perf_counter()
         metrics = self._train_on(train_groups)
@@ -418,7 +447,22 @@ class Trainer:
             | self._reward_metrics(first_round)
             | self._step_metrics(first_round, generated, train_groups, timings, rounds, lr)
             | self.info_gain_metrics
+            | self.curriculum.metrics()
+            | (self.hinter.step_metrics() if self.hinter is not None else {})
+            | procedural
         )
+
+    def _adapt_difficulty(self, generated: list[Group]) -> dict[str, float]:
+        """A procedural run: the step's pass rate (over every process) moves the difficulty of
+        the next step's prompts; returns `procedural/difficulty` and `procedural/pass_rate`."""
+        if not isinstance(self.source, ProceduralSource):
+            return {}
+        # The model's own pass rate: a hinted retry was given part of the answer, so it does not count.
+        unhinted = [r for grp in generated if grp.prompt.hint is None for r in grp.results]
+        passes = self.curriculum.passes(unhinted)  # the one pass rule
+        counts = torch.tensor([float(sum(passes)), float(len(passes))], device=self.device)
+        passed, total = sum_over_processes(counts, self.dist).tolist()
+        return self.source.observe(int(passed), int(total))
 
     def _train_on(self, train_groups: list[Group]) -> dict[str, float]:
         """4-8 on the groups with a signal; with none, this process still joins the others' passes."""
@@ -473,10 +517,11 @@ class Trainer:
         return metrics
 
     def _collect_groups(self, timings: dict[str, float]) -> tuple[list[Group], list[Group], int]:
-        """Groups for this step. With dynamic sampling, groups whose rewards all agree carry no
-        signal (zero advantage) and are dropped; more prompts are drawn until the batch is full
-        or `dynamic_sampling_max_rounds` is reached (DAPO, arXiv:2503.14476, section 3.2).
-        Returns (kept groups, every generated group, rounds used)."""
+        """Groups for this step: the curriculum's sampler draws the prompts, its budget sizes their
+        groups, and every scored group updates its prompt's statistics. With dynamic sampling,
+        groups whose rewards all agree carry no signal (zero advantage) and are dropped; more
+        prompts are drawn until the batch is full or `dynamic_sampling_max_rounds` is reached
+        (DAPO, arXiv:2503.14476, section 3.2). Returns (kept groups, every generated group, rounds used)."""
         algo, n_prompts = self.spec.algorithm, self.spec.optim.prompts_per_step
         kept: list[Group] = []
         generated: list[Group] = []
@@ -486,19 +531,43 @@ class Trainer:
         # still needs groups: their data positions stay in step and their shards never overlap.
         while rounds < max_rounds and any_process(len(kept) < self.local_prompts, self.dist, self.device):
             rounds += 1
-            prompts = shard(self.source.next_batch(n_prompts), self.dist)
-            if len(kept) >= self.local_prompts:
-                continue
-            groups = self._generate_and_score(prompts, timings)
+            prompts = shard(self.curriculum.draw(n_prompts), self.dist)
+            groups = self._generate_and_score(prompts, timings) if len(kept) < self.local_prompts else []
+            self._observe(groups)
             generated.extend(groups)
+            groups = self._with_hints(groups, generated, timings)
             kept.extend(g for g in groups if g.has_spread or not algo.dynamic_sampling)
         return kept, generated, rounds
 
-    def _generate_and_score(self, prompts: list[Prompt], timings: dict[str, float]) -> list[Group]:
-        algo, G = self.spec.algorithm, self.spec.algorithm.group_size
+    def _with_hints(self, groups: list[Group], generated: list[Group], timings: dict[str, float]) -> list[Group]:
+        """Hints (opt-in, trainers.curriculum.hints): each group whose samples all failed is sampled
+        again with the start of its reference solution opening the answer, and its last retry takes
+        its place in training, with its own advantage baseline. The retries join `generated` (after
+        the round's groups: the step's reward metrics stay those of the unhinted first round)."""
+        if self.hinter is None:
+            return groups
+        # A retry has the group size of the group it replaces, whatever the budget gave this round.
+        chunk = self.spec.curriculum.generation_chunk
+        groups, hinted = self.hinter.retry(
+            groups, lambda prompts, sizes: self._generate_and_score(prompts, timings, Allocation(sizes, chunk))
+        )
+        generated.extend(hinted)
+        return groups
+
+    def _observe(self, groups: list[Group]) -> None:
+        """Each scored group's pass verdicts into the prompt statistics, every process's groups on
+        every process (collective), so each process's curriculum chooses what the others' do."""
+        verdicts = [(grp.prompt.id, self.curriculum.passes(grp.results)) for grp in groups]
+        self.curriculum.observe(self.step_count + 1, gathered_lists(verdicts, self.dist))
+
+    def _generate_and_score(
+        self, prompts: list[Prompt], timings: dict[str, float], allocation: Allocation | None = None
+    ) -> list[Group]:
+        algo = self.spec.algorithm
+        allocation = allocation or self.curriculum.allocate(prompts)  # each prompt's group size
         scored = generate_and_score(
-            self.engine, self.rubric, prompts, G, self.sampling, timings,
-            tokenizer=self.tokenizer, environment=self.spec.environment,
+            self.engine, self.rubric, prompts, allocation.sizes, self.sampling, timings,
+            tokenizer=self.tokenizer, environment=self.spec.environment, chunk=allocation.chunk,
         )  # fmt: skip
         episodes = [ep for s in scored for ep in s.episodes]
         if algo.info_gain_weight > 0:  # IGPO (opt-in): information-gain turn rewards, before they are summed below
@@ -516,7 +585,9 @@ class Trainer:
                 lengths, self.max_completion_tokens, algo.overlong_buffer, algo.overlong_penalty_factor
             )
         turn_sums = torch.tensor([sum(t.reward for t in ep.turns) for ep in episodes], dtype=torch.float32)  # (B,)
-        group_index = torch.arange(len(prompts)).repeat_interleave(G)  # (B,)
+        sizes = torch.tensor([len(s.episodes) for s in scored], dtype=torch.long)  # (P,)
+        group_index = torch.arange(len(prompts)).repeat_interleave(sizes)  # (B,)
+        starts = [0, *torch.cumsum(sizes, 0).tolist()]  # group k is samples starts[k]:starts[k + 1]
         # Dynamic sampling keeps groups whose outcomes (with turn rewards) differ (DAPO): a length
         # penalty alone telling the samples apart is no signal about the answers.
         spread = groups_with_reward_spread(outcomes + turn_sums, group_index)  # (B,)
@@ -525,8 +596,8 @@ class Trainer:
                 s.prompt,
                 s.episodes,
                 s.results,
-                rewards[k * G : (k + 1) * G].tolist(),
-                has_spread=bool(spread[k * G]),
+                rewards[starts[k] : starts[k + 1]].tolist(),
+                has_spread=bool(spread[starts[k]]),
             )
             for k, s in enumerate(scored)
         ]
@@ -534,11 +605,13 @@ class Trainer:
     def _update(self, groups: list[Group]) -> dict[str, float]:
         """Steps 4-8 of the algorithm on the groups kept for training; returns their metrics."""
         batch = self._step_batch(groups)
+        started = time.perf_counter()
         old_logp, ref_logp = self._old_and_reference_logprobs(batch)
+        old_ref_s = time.perf_counter() - started  # the no-grad passes' share of timing/train_s
         metrics, is_weights = self._sampler_mismatch(batch, old_logp)
         advantages = self._advantages(groups, batch, old_logp, ref_logp)
         metrics |= self._optimisation_passes(batch, advantages, old_logp, ref_logp, is_weights)
-        return metrics | advantage_metrics(advantages, batch.mask)
+        return metrics | advantage_metrics(advantages, batch.mask) | {"timing/old_ref_s": old_ref_s}
 
     def _step_batch(self, groups: list[Group]) -> StepBatch:
         """4. The groups' episodes as one padded batch: prompt, then every sampled and observation
@@ -652,9 +725,15 @@ class Trainer:
 
     def _frozen_logprobs(self, model, batch: TokenBatch) -> torch.Tensor:
         """(B, T) logprobs of the completion tokens, without gradient."""
-        logp, _ = batched_logprobs(
-            model, batch, micro_batch_size=self.spec.optim.micro_batch_size, temperature=self.spec.rollout.temperature
-        )
+        optim = self.spec.optim
+        with autocast(model, optim.precision):
+            logp, _ = batched_logprobs(
+                model,
+                batch,
+                micro_batching=MicroBatching.of(optim),
+                temperature=self.spec.rollout.temperature,
+                chunk_tokens=optim.logprob_chunk_tokens,
+            )
         return logp
 
     def _engine_logprobs(self, episodes: list[Episode], columns: int) -> torch.Tensor | None:
@@ -681,17 +760,21 @@ class Trainer:
         local_units = local_units.clamp(min=1)
         sums: dict[str, float] = {}  # diagnostics: this process's own weighted means
         self.model.train()
-        for rows in micro_batches(batch, spec.optim.micro_batch_size):
+        micro_batching = MicroBatching.of(spec.optim)
+        for rows in micro_batching.split(batch):
             mb = batch.select(rows)
             T = mb.completion_mask.shape[1]
             m = loss_mask[rows, :T]
-            logp, entropy = token_logprobs(
-                self.model,
-                mb,
-                temperature=spec.rollout.temperature,
-                with_entropy=True,
-                entropy_grad=algo.entropy_coef > 0,
-            )
+            with autocast(self.model, spec.optim.precision):  # the loss below is float32 either way
+                logp, entropy = token_logprobs(
+                    self.model,
+                    mb,
+                    temperature=spec.rollout.temperature,
+                    with_entropy=True,
+                    entropy_grad=algo.entropy_coef > 0,
+                    chunk_tokens=spec.optim.logprob_chunk_tokens,
+                    pack_tokens=micro_batching.pack_tokens,
+                )
             old = old_logp[rows, :T] if old_logp is not None else logp.detach()
             if trainer_logp is not None:
                 trainer_logp[rows, :T] = logp.detach()
@@ -773,6 +856,7 @@ class Trainer:
                 advantage=grp.advantages[j] if grp.advantages else 0.0,
                 trained=id(grp) in self.last_trained,
                 multi_turn=multi_turn,
+                hint=grp.prompt.hint,
             )  # fmt: skip
             for grp, group_id in zip(groups, group_ids, strict=True)
             for j, (ep, res) in enumerate(zip(grp.episodes, grp.results, strict=True))
@@ -782,9 +866,12 @@ class Trainer:
 def episode_rollout(
     episode: Episode, result: RubricResult, *, step: int, prompt_id: str, sample_index: int, reward: float,
     prompt: str | list[dict], advantage: float = 0.0, trained: bool = True, multi_turn: bool = False,
+    hint: Hint | None = None,
+    split: str = "train",
 ) -> Rollout:  # fmt: skip
     """An episode as a run (or an evaluation) reports it: the last turn's text as the completion
-    and, for multi-turn episodes, every turn with its tool calls, observation, reward and advantage."""
+    and, for multi-turn episodes, every turn with its tool calls, observation, reward and advantage.
+    A hinted retry's completion is what the model wrote after the hint, which is reported apart."""
     last = episode.turns[-1] if episode.turns else None
     return Rollout(
         step=step,
@@ -802,4 +889,7 @@ def episode_rollout(
         turns=[t.to_dict() for t in episode.turns] if multi_turn else None,
         end_reason=episode.end_reason if multi_turn else None,
         error=episode.error,
+        hint=hint.text if hint is not None else None,
+        hint_fraction=hint.fraction if hint is not None else None,
+        split=split,
     )

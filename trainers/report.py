@@ -47,6 +47,14 @@ class Rollout:
     turns: list[dict[str, Any]] | None = None
     end_reason: str | None = None  # "done" | "turn_limit" | "token_budget" | "error" (multi-turn only)
     error: str | None = None  # end_reason "error": what the environment raised
+    # A hinted retry (trainers.curriculum.hints): the start of the reference solution that opened the
+    # answer (never trained on; `completion` is what the model wrote after it) and its fraction of the
+    # solution's tokens. None: not hinted.
+    hint: str | None = None
+    hint_fraction: float | None = None
+    # "train": sampled for a training step; "validation": sampled from a held-out prompt after the step
+    # `step` (trainers.validation), never trained on.
+    split: str = "train"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,7 +71,12 @@ class Reporter(Protocol):
     the Celery worker (database rows + channel layer), tests (in memory).
 
     `warning` is for what the person running it should see while the run goes on (criteria
-    failing on most rollouts, prompts cut to max_prompt_tokens): the studio shows it as a banner."""
+    failing on most rollouts, prompts cut to max_prompt_tokens): the studio shows it as a banner.
+
+    `prompt_stats` carries, after each step, one dict per prompt drawn in it
+    (`trainers.curriculum.stats.PromptStats.event`): prompt_id, draws, alpha, beta, pass_rate
+    (posterior mean), pass_rate_std, last_step, status (unseen | solved | learnable |
+    never_solved), step_passed and step_samples (this step's group)."""
 
     def metrics(self, step: int, values: dict[str, float]) -> None: ...
     def rollouts(self, step: int, rollouts: list[Rollout]) -> None: ...
@@ -71,6 +84,7 @@ class Reporter(Protocol):
     def checkpoint(self, step: int, path: str) -> None: ...
     def log(self, line: str) -> None: ...
     def warning(self, step: int | None, message: str) -> None: ...
+    def prompt_stats(self, step: int, stats: list[dict[str, Any]]) -> None: ...
 
 
 class MemoryReporter:
@@ -83,6 +97,7 @@ class MemoryReporter:
         self.checkpoints: list[tuple[int, str]] = []
         self.lines: list[str] = []
         self.warnings: list[tuple[int | None, str]] = []
+        self.prompt_stat_batches: list[tuple[int, list[dict[str, Any]]]] = []
 
     def metrics(self, step: int, values: dict[str, float]) -> None:
         self.metric_points.append((step, dict(values)))
@@ -101,6 +116,9 @@ class MemoryReporter:
 
     def warning(self, step: int | None, message: str) -> None:
         self.warnings.append((step, message))
+
+    def prompt_stats(self, step: int, stats: list[dict[str, Any]]) -> None:
+        self.prompt_stat_batches.append((step, [dict(s) for s in stats]))
 
     def series(self, key: str) -> list[float]:
         """Values of one metric key in step order."""

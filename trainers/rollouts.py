@@ -11,6 +11,7 @@ thread from creation to `close` (a sandbox worker is bound to the thread that st
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -37,59 +38,96 @@ def generate_and_score(
     engine: RolloutEngine,
     rubric: Rubric,
     prompts: list[Prompt],
-    n: int,
+    n: int | Sequence[int],
     params: SamplingParams,
     timings: dict[str, float] | None = None,
     *,
     tokenizer=None,
     environment: EnvironmentSpec | None = None,
+    chunk: int | None = None,
 ) -> list[ScoredGroup]:
-    """`n` episodes of each prompt, scored; adds the seconds spent to `timings["generate"]`,
-    `timings["score"]` (and `timings["tool"]` with an environment) when given. The rubric scores
-    the last turn's text as the completion, with the transcript for criteria that read it."""
+    """`n` episodes of each prompt (or `n[i]` of prompt i), scored; adds the seconds spent to
+    `timings["generate"]`, `timings["score"]` (and `timings["tool"]` with an environment) when
+    given. The rubric scores the last turn's text as the completion, with the transcript for
+    criteria that read it. `chunk`: see `generate_groups`. A hinted prompt's answer began with its
+    hint: the rubric scores hint + completion, the whole answer."""
     timings = timings if timings is not None else {}
-    episodes = run_episodes(engine, tokenizer, prompts, n, params, environment, timings)
+    episodes = run_episodes(engine, tokenizer, prompts, n, params, environment, timings, chunk=chunk)
     t0 = time.perf_counter()
     samples = [
         Sample(
             prompt=p.row.prompt,
-            completion=ep.final_text,
+            completion=(p.hint.text if p.hint is not None else "") + ep.final_text,
             fields=ep.fields,
             transcript=ep.transcript() if environment is not None else None,
         )
         for p, group in zip(prompts, episodes, strict=True)
         for ep in group
     ]
-    results = rubric.score(samples)
+    results = iter(rubric.score(samples))
     timings["score"] = timings.get("score", 0.0) + time.perf_counter() - t0
-    return [
-        ScoredGroup(p, group, results[k * n : (k + 1) * n])
-        for k, (p, group) in enumerate(zip(prompts, episodes, strict=True))
-    ]
+    return [ScoredGroup(p, group, [next(results) for _ in group]) for p, group in zip(prompts, episodes, strict=True)]
 
 
 def run_episodes(
     engine: RolloutEngine,
     tokenizer,
     prompts: list[Prompt],
-    n: int,
+    n: int | Sequence[int],
     params: SamplingParams,
     environment: EnvironmentSpec | None,
     timings: dict[str, float] | None = None,
     *,
     concurrent_steps: bool = True,
+    chunk: int | None = None,
 ) -> list[list[Episode]]:
-    """result[i][j] is episode j of prompt i. Adds generation seconds to `timings["generate"]` and,
-    with an environment, the seconds spent waiting on environment steps to `timings["tool"]`.
-    `concurrent_steps=False` steps the environments one after another (for benchmarks only)."""
+    """result[i][j] is episode j of prompt i (`n` episodes of each, or `n[i]` of prompt i). Adds
+    generation seconds to `timings["generate"]` and, with an environment, the seconds spent waiting
+    on environment steps to `timings["tool"]`. `concurrent_steps=False` steps the environments one
+    after another (for benchmarks only). `chunk` bounds the sequences of one engine call for
+    single-turn episodes (`generate_groups`); multi-turn rounds already sample one turn at a time."""
     timings = timings if timings is not None else {}
+    sizes = [n] * len(prompts) if isinstance(n, int) else list(n)
     if environment is None:
         t0 = time.perf_counter()
-        outputs = engine.generate([p.token_ids for p in prompts], n, params)
+        outputs = generate_groups(engine, [p.token_ids for p in prompts], sizes, params, chunk)
         timings["generate"] = timings.get("generate", 0.0) + time.perf_counter() - t0
         return [[single_turn_episode(p, g) for g in gens] for p, gens in zip(prompts, outputs, strict=True)]
     rollout = _MultiTurn(engine, tokenizer, environment, params, timings, concurrent_steps)
-    return rollout.run(prompts, n)
+    return rollout.run(prompts, sizes)
+
+
+def generate_groups(
+    engine: RolloutEngine, prompt_ids: list[list[int]], sizes: list[int], params: SamplingParams, chunk: int | None
+) -> list[list[Generation]]:
+    """result[i]: `sizes[i]` generations of prompt i. Equal sizes and no chunk: one engine call, as
+    always. Otherwise one call per size (the engine samples n of every prompt it is given), and with
+    `chunk` no call holds more than `chunk` sequences: a larger group is generated in pieces."""
+    if chunk is None and len(set(sizes)) <= 1:
+        return engine.generate(prompt_ids, sizes[0] if sizes else 0, params)
+    out: list[list[Generation]] = [[] for _ in sizes]
+    for count, indices in engine_calls(sizes, chunk):
+        for i, gens in zip(indices, engine.generate([prompt_ids[i] for i in indices], count, params), strict=True):
+            out[i].extend(gens)
+    return out
+
+
+def engine_calls(sizes: list[int], chunk: int | None) -> list[tuple[int, list[int]]]:
+    """(samples per prompt, prompt indices) of each engine call that generates `sizes[i]` of prompt
+    i: each group cut into pieces of at most `chunk`, pieces of one size batched together up to
+    `chunk` sequences a call (no limit without a chunk)."""
+    by_count: dict[int, list[int]] = {}
+    for i, size in enumerate(sizes):
+        left = size
+        while left:
+            take = min(left, chunk or left)
+            by_count.setdefault(take, []).append(i)
+            left -= take
+    calls = []
+    for count, indices in by_count.items():
+        per_call = max(1, chunk // count) if chunk else len(indices)
+        calls += [(count, indices[start : start + per_call]) for start in range(0, len(indices), per_call)]
+    return calls
 
 
 def prompt_messages(prompt: Prompt) -> list[Message]:
@@ -133,12 +171,13 @@ class _MultiTurn:
         self.concurrent = concurrent_steps
         self.env_class = ENVIRONMENTS.get(spec.kind)
 
-    def run(self, prompts: list[Prompt], n: int) -> list[list[Episode]]:
-        live = [self._open(p) for p in prompts for _ in range(n)]
+    def run(self, prompts: list[Prompt], sizes: list[int]) -> list[list[Episode]]:
+        repeated = [p for p, size in zip(prompts, sizes, strict=True) for _ in range(size)]
+        live = [self._open(p) for p in repeated]
         closing: list[Future] = []
         try:
             self._wait_all([(item, item.thread.submit(self._reset, item, p)) for item, p in zip(
-                live, [p for p in prompts for _ in range(n)], strict=True)])  # fmt: skip
+                live, repeated, strict=True)])  # fmt: skip
             closing += [self._close(item) for item in live if item.ended]
             while active := [item for item in live if not item.ended]:
                 self._sample_turns(active)
@@ -150,8 +189,8 @@ class _MultiTurn:
                 future.exception()  # close() errors are the environment's; the episodes are kept
             for item in live:
                 item.thread.shutdown(wait=True)
-        episodes = [item.episode for item in live]
-        return [episodes[i * n : (i + 1) * n] for i in range(len(prompts))]
+        episodes = iter(item.episode for item in live)
+        return [[next(episodes) for _ in range(size)] for size in sizes]
 
     # ---------------------------------------------------------------- per episode, on its thread
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from trainers.algorithms.catalog import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
+from trainers.curriculum.catalog import BUDGETS, SAMPLERS
 from trainers.rewards.catalog import params_model
 from trainers.rewards.formula import validate_formula
 
@@ -27,6 +28,12 @@ class Section(BaseModel):
 def _field_error(model: BaseModel, field: str, message: str) -> ValidationError:
     """An error a model validator raises under one of its fields (so forms show it beside that field)."""
     details = InitErrorDetails(type=_message(message), loc=(field,), input=getattr(model, field))
+    return ValidationError.from_exception_data(type(model).__name__, [details])
+
+
+def _error_at(model: BaseModel, loc: tuple[str, ...], value: Any, message: str) -> ValidationError:
+    """An error a model validator raises at a nested field (`loc`), so forms show it beside that field."""
+    details = InitErrorDetails(type=_message(message), loc=loc, input=value)
     return ValidationError.from_exception_data(type(model).__name__, [details])
 
 
@@ -124,11 +131,102 @@ class ModelSpec(Section):
         return v
 
 
-class DataSpec(Section):
-    """The prompts: file or dataset folder, and which fields hold the prompt, answer and extras."""
+class ProceduralSpec(Section):
+    """Generated problems (arithmetic, sorting, ...) instead of a dataset, at a difficulty the run
+    raises or lowers to keep the pass rate in a target band (RLVE, arXiv:2511.07317)."""
 
-    path: str = Field(
-        ..., min_length=1, description="JSONL, CSV or Parquet file, or a local Hugging Face dataset folder."
+    task: str = Field(
+        "arithmetic",
+        description="What to generate: arithmetic, sorting, counting, reverse, uppercase, rotate (answers checked "
+        "by exact_match on the answer field), or the lookup / guess_number environments (set the same environment).",
+    )
+    start_difficulty: int = Field(1, ge=1, le=64, description="Difficulty level of the first step (1 is easiest).")
+    min_difficulty: int = Field(1, ge=1, le=64, description="The level never goes below this.")
+    max_difficulty: int | None = Field(
+        None, ge=1, le=64, description="The level never goes above this; empty: the task's hardest level."
+    )
+    adapt: bool = Field(
+        True,
+        description="Move the level to keep the pass rate in the target band; off: stay at the start level. A "
+        "rollout passes as curriculum.pass_reward says (rubric.pass_threshold when set).",
+    )
+    target_band: tuple[float, float] = Field(
+        (0.25, 0.75),
+        description="[low, high] pass rate: above high the level goes up one, below low it goes down one.",
+    )
+    window: int = Field(
+        4, ge=1, le=10_000, description="Steps at a level whose mean pass rate decides a move (a move restarts it)."
+    )
+    pool_size: int = Field(
+        256, ge=1, le=1_000_000, description="Training prompts generated per level, served shuffled epoch by epoch."
+    )
+    seed: int = Field(0, ge=0, description="Seeds the generated problems: the same seed, the same prompts.")
+    held_out_per_level: int = Field(
+        16, ge=0, le=100_000,
+        description="Prompts per level kept for evaluation, never among the training prompts.",
+    )  # fmt: skip
+
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, v: str) -> str:
+        from trainers.procedural.generators import GENERATORS
+
+        GENERATORS.get(v)  # UnknownNameError (a ValueError) lists the tasks
+        return v
+
+    @field_validator("target_band")
+    @classmethod
+    def _band(cls, v: tuple[float, float]) -> tuple[float, float]:
+        low, high = v
+        if not 0 <= low < high <= 1:
+            raise ValueError(f"target_band must be [low, high] with 0 <= low < high <= 1, got [{low}, {high}]")
+        return v
+
+    @model_validator(mode="after")
+    def _levels_in_range(self) -> ProceduralSpec:
+        from trainers.procedural.generators import GENERATORS
+
+        hardest = GENERATORS.get(self.task).max_level
+        if self.max_difficulty is not None and self.max_difficulty > hardest:
+            raise _field_error(self, "max_difficulty", f"task {self.task!r} has levels 1..{hardest}")
+        if self.min_difficulty > self.highest:
+            raise _field_error(self, "min_difficulty", f"above max_difficulty ({self.highest})")
+        if not self.min_difficulty <= self.start_difficulty <= self.highest:
+            raise _field_error(
+                self, "start_difficulty", f"must lie in [{self.min_difficulty}, {self.highest}] (min..max difficulty)"
+            )
+        return self
+
+    @property
+    def highest(self) -> int:
+        """max_difficulty, or the task's hardest level when it is empty."""
+        from trainers.procedural.generators import GENERATORS
+
+        return self.max_difficulty or GENERATORS.get(self.task).max_level
+
+    @property
+    def levels(self) -> range:
+        return range(self.min_difficulty, self.highest + 1)
+
+    @property
+    def environment(self) -> str | None:
+        """The environment kind the task runs in (lookup, guess_number), or None for a single turn."""
+        from trainers.procedural.generators import GENERATORS
+
+        return GENERATORS.get(self.task).environment
+
+
+class DataSpec(Section):
+    """The prompts: file or dataset folder (or generated problems), and which fields hold the prompt,
+    answer and extras."""
+
+    path: str | None = Field(
+        None,
+        min_length=1,
+        description="JSONL, CSV or Parquet file, or a local Hugging Face dataset folder; empty with procedural.",
+    )
+    procedural: ProceduralSpec | None = Field(
+        None, description="Generate the prompts (with an adaptive difficulty) instead of reading a dataset."
     )
     format: Literal["auto", "jsonl", "csv", "parquet", "hf"] = Field("auto", description="auto: from the extension.")
     split: str = Field("train", description="Split to use for a dataset folder with several splits.")
@@ -150,6 +248,12 @@ class DataSpec(Section):
     def _one_prompt_source(self) -> DataSpec:
         if not self.prompt_field and not self.messages_field:
             raise ValueError("set prompt_field or messages_field")
+        if self.path is None and self.procedural is None:
+            raise _field_error(self, "path", "set a dataset path, or procedural to generate the prompts")
+        if self.path is not None and self.procedural is not None:
+            raise _field_error(
+                self, "path", "a dataset path and procedural prompts are two prompt sources: set one of them"
+            )
         return self
 
 
@@ -394,6 +498,31 @@ class EnvironmentSpec(Section):
         )
 
 
+# Both chosen by measurement (bench/logprob_memory.py; table in bench/README.md). One forward +
+# backward of 8 x 512 completion tokens at a 151,936 vocabulary, hidden 512, float32, 2 cores:
+# whole logits added 12.5 GiB and 44.7 s CPU, chunks of 1,024 tokens 4.1 GiB and 53.1 s (the head's
+# forward runs again in the backward). A micro-batch of at most 1,024 completion tokens (the tiny
+# model's 8 x 64) is one chunk, computed as before. bfloat16 autocast took 31-27 % less CPU than
+# float32 at that shape (whole / chunked), none at the tiny model's (0.09 vs 0.10 s), and moves
+# logprobs by up to 0.004 (mean 0.001) from the float32 ones the engine samples with, widening
+# the sampler / trainer gap: float32 stays the default, bfloat16 is the choice for large vocabularies.
+LOGPROB_CHUNK_TOKENS = 1024
+LOGPROB_CHUNK_HELP = (
+    "Completion tokens whose logits exist at once when computing logprobs and entropy: the LM head "
+    "runs over chunks of this many, and with gradients recomputes each chunk in the backward pass "
+    "instead of keeping it. 0 computes the micro-batch's whole logits at once. At a 151,936-token "
+    "vocabulary (8 x 512 tokens) 1,024 cut the step's memory from 12.5 to 4.1 GiB for 19 % more "
+    "time; micro-batches of at most this many tokens are unaffected."
+)
+PRECISION = "float32"
+PRECISION_HELP = (
+    "Arithmetic of the trainer's forward and backward passes. bfloat16 runs them under autocast "
+    "(weights stay in the model's dtype; logprobs, ratios and the loss stay float32): about 30 % "
+    "faster at a 151,936-token vocabulary on a CPU with AVX512-BF16, no faster on tiny models, "
+    "and logprobs within 0.02 of float32's (loss within 2e-3 on the test batch)."
+)
+
+
 class OptimSpec(Section):
     """Optimisation: learning rate and schedule, batch sizes, steps, gradient clipping, seed."""
 
@@ -405,9 +534,157 @@ class OptimSpec(Section):
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
     max_grad_norm: float | None = Field(1.0, gt=0, description="Gradient clipping; empty disables.")
     prompts_per_step: int = Field(8, ge=1, le=65536, description="Prompts per step; rollouts = prompts x group_size.")
-    micro_batch_size: int = Field(8, ge=1, description="Sequences per forward/backward; the rest is accumulated.")
+    micro_batch_size: int = Field(
+        8, ge=1, description="Sequences per forward/backward with 'padded' micro-batching; the rest is accumulated."
+    )
+    # Defaults by measurement (bench/micro_batching.py and its README section: this 2-core CPU, hidden
+    # 512, 32 completions of 16-512 tokens): balanced@2048 within 4 % of padded (noise: the same tokens
+    # computed), balanced@4096 15 % slower on spread lengths (wider passes, more padding), packed 1.3-2.1x
+    # slower (CPU sdpa computes a packed row's whole masked L x L attention, and each sequence carries its
+    # own prompt). Packing is meant for flash-attention's varlen path on a GPU (not measured here).
+    micro_batching: Literal["padded", "balanced", "packed"] = Field(
+        "padded",
+        description="How sequences are grouped into forward/backward passes. padded: micro_batch_size sequences "
+        "of similar length each (fastest on CPU); balanced: sequences of similar length up to micro_batch_tokens "
+        "(padding included), so short ones share a pass and a pass's memory is bounded; packed: sequences laid "
+        "end to end in rows of up to micro_batch_tokens, no padding computed (for GPUs with flash-attention). "
+        "Same gradient whichever you choose; only speed and memory differ.",
+    )
+    micro_batch_tokens: int = Field(
+        2048,
+        ge=16,
+        le=1_048_576,
+        description="Tokens (prompt + completion) per forward/backward with 'balanced' or 'packed' "
+        "micro-batching; a longer sequence gets a pass of its own.",
+    )
     total_steps: int = Field(100, ge=1, le=10_000_000, description="Optimiser steps to run.")
     seed: int = Field(0, ge=0, description="Seeds data order, sampling and initialisation.")
+    logprob_chunk_tokens: int = Field(
+        LOGPROB_CHUNK_TOKENS,
+        ge=0,
+        le=1_048_576,
+        description=LOGPROB_CHUNK_HELP,
+    )
+    precision: Literal["float32", "bfloat16"] = Field(PRECISION, description=PRECISION_HELP)
+
+
+class CurriculumSpec(Section):
+    """Which prompts each step draws and how many rollouts each gets: samplers, budgets, per-prompt statistics."""
+
+    sampler: str = Field("uniform", description="How each step's prompts are chosen (uniform keeps the data order).")
+    budget: str = Field("fixed", description="How many rollouts each chosen prompt gets (fixed: group_size each).")
+    pass_reward: float = Field(
+        1.0,
+        ge=-1e6,
+        le=1e6,
+        description="A rollout passes when its reward is at least this; rubric.pass_threshold, when set, decides "
+        "instead. Passes feed each prompt's pass-rate estimate.",
+    )
+    prior_alpha: float = Field(
+        1.0, gt=0, le=1000, description="Beta prior of an unseen prompt's pass rate: pseudo-passes (1 and 1: uniform)."
+    )
+    prior_beta: float = Field(
+        1.0, gt=0, le=1000, description="Beta prior of an unseen prompt's pass rate: pseudo-fails."
+    )
+    decay: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="Forgetting: before each update a prompt's posterior moves this far from the prior back to it "
+        "(alpha = decay * alpha + (1 - decay) * prior_alpha + passes); 1 keeps every past rollout, lower follows a "
+        "model that changes.",
+    )
+    target_pass_rate: float = Field(
+        0.5, gt=0, lt=1, description="online_difficulty: the pass rate it steers toward (0.5 gives the most signal)."
+    )
+    exploration_floor: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="online_difficulty: each prompt slot is drawn in data order with this probability, so no "
+        "prompt starves.",
+    )
+    skip_after: int = Field(
+        3,
+        ge=1,
+        le=1000,
+        description="skip_solved: skip a prompt after this many all-pass (or all-fail) groups in a row.",
+    )
+    skip_failed: bool = Field(True, description="skip_solved: also skip prompts failed skip_after times in a row.")
+    recheck_rate: float = Field(
+        0.1, ge=0, le=1, description="skip_solved: probability that a skipped prompt is drawn anyway, to re-check it."
+    )
+    rollouts_per_step: int | None = Field(
+        None,
+        ge=2,
+        le=1_000_000,
+        description="knapsack: rollouts per step shared among the step's prompts; empty: prompts_per_step x "
+        "group_size (the same cost as fixed).",
+    )
+    min_group_size: int = Field(2, ge=2, le=4096, description="knapsack: fewest rollouts a chosen prompt gets.")
+    max_group_size: int = Field(
+        32, ge=2, le=4096, description="knapsack: most rollouts one prompt gets; brorl: every prompt's group size."
+    )
+    generation_chunk: int = Field(
+        64, ge=1, le=65536, description="brorl: sequences generated per engine call, so large groups fit in memory."
+    )
+    # Hints (trainers.curriculum.hints; GHPO, arXiv:2507.10628).
+    hints: bool = Field(
+        False,
+        description="Retry a prompt whose whole group failed with the start of its reference solution opening the "
+        "answer; the hinted group trains in its place, and the hint's tokens are never trained on.",
+    )
+    hint_field: str = Field(
+        "answer",
+        min_length=1,
+        description="Row field holding the reference solution the hint is cut from: 'answer' (the data's answer "
+        "field) or one of data.extra_fields.",
+    )
+    hint_start_fraction: float = Field(
+        0.5, gt=0, lt=1, description="Share of the solution's tokens given the first time a prompt is hinted."
+    )
+    hint_min_fraction: float = Field(
+        0.1, gt=0, lt=1, description="Shortest hint, as a share of the solution: shrinking stops here."
+    )
+    hint_max_fraction: float = Field(
+        0.9, gt=0, lt=1, description="Longest hint, as a share of the solution: growing stops here."
+    )
+    hint_shrink: float = Field(
+        0.5,
+        gt=0,
+        lt=1,
+        description="A prompt's hint is multiplied by this each time its hinted group passes, and divided by it "
+        "when the hinted group fails too; the prompt passing without a hint drops its hint.",
+    )
+    hint_max_retries: int = Field(
+        1, ge=1, le=8, description="Hinted retries of a failed group per step, each longer than the last."
+    )
+
+    @field_validator("sampler")
+    @classmethod
+    def _sampler(cls, v: str) -> str:
+        return _choice(SAMPLERS, v, "prompt sampler")
+
+    @field_validator("budget")
+    @classmethod
+    def _budget(cls, v: str) -> str:
+        return _choice(BUDGETS, v, "rollout budget")
+
+    @model_validator(mode="after")
+    def _group_bounds(self) -> CurriculumSpec:
+        if self.min_group_size > self.max_group_size:
+            raise _field_error(self, "min_group_size", "min_group_size must not exceed max_group_size")
+        return self
+
+    @model_validator(mode="after")
+    def _hint_bounds(self) -> CurriculumSpec:
+        if not self.hint_min_fraction <= self.hint_start_fraction <= self.hint_max_fraction:
+            raise _field_error(
+                self,
+                "hint_start_fraction",
+                "hint_start_fraction must lie between hint_min_fraction and hint_max_fraction",
+            )
+        return self
 
 
 class CheckpointSpec(Section):
@@ -428,6 +705,80 @@ class EvalSpec(Section):
     checkpoint: str | None = Field(None, description="Checkpoint folder to evaluate instead of model.path.")
 
 
+class ValidationSpec(Section):
+    """Validation during training: held-out prompts sampled every N steps, their reward and pass@k
+    reported as `val/` curves. The held-out prompts are a separate dataset (`path`) or a fraction
+    of the training data kept out of training (`holdout_fraction`); set exactly one of the two."""
+
+    path: str | None = Field(
+        None,
+        description="Held-out dataset: JSONL, CSV or Parquet file, or a local Hugging Face dataset folder. "
+        "Empty: hold out a fraction of the training data instead.",
+    )
+    format: Literal["auto", "jsonl", "csv", "parquet", "hf"] = Field("auto", description="auto: from the extension.")
+    split: str = Field("validation", description="Split to use when the held-out dataset is a folder with several.")
+    prompt_field: str | None = Field(None, description="Field with the prompt text; empty: as the training data.")
+    messages_field: str | None = Field(
+        None, description="Field with chat messages, instead of prompt text; empty: as the training data."
+    )
+    answer_field: str | None = Field(None, description="Field with the reference answer; empty: as the training data.")
+    extra_fields: list[str] | None = Field(
+        None, description="More fields handed to criteria by name; empty: as the training data."
+    )
+    holdout_fraction: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="Hold out this share of the training rows (chosen by holdout_seed): they are never trained on.",
+    )
+    holdout_seed: int = Field(
+        0,
+        ge=0,
+        description="Seeds which rows are held out; separate from the run's seed, so runs with different seeds "
+        "validate on the same rows.",
+    )
+    every_n_steps: int = Field(10, ge=1, le=10_000_000, description="Validate after every N training steps.")
+    at_start: bool = Field(True, description="Also validate before the first step: the step-0 baseline.")
+    samples_per_prompt: int = Field(
+        4, ge=1, le=1024, description="k: samples per held-out prompt (val/pass@1 ... val/pass@k)."
+    )
+    num_prompts: int | None = Field(None, ge=1, description="Validate on the first N held-out prompts; empty: all.")
+    temperature: float | None = Field(
+        None, ge=0, le=5, description="Sampling temperature for validation; empty: the rollout temperature."
+    )
+
+    @field_validator("split")
+    @classmethod
+    def _split_is_a_name(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("name the split, e.g. 'validation'")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ValidationSpec:
+        if self.path and self.holdout_fraction is not None:
+            raise _field_error(
+                self, "holdout_fraction", "set either a held-out dataset (path) or a holdout_fraction, not both"
+            )
+        if not self.path and self.holdout_fraction is None:
+            raise _field_error(self, "path", "set a held-out dataset (path) or a holdout_fraction of the training data")
+        return self
+
+    def data_spec(self, train: DataSpec) -> DataSpec:
+        """The held-out dataset (`path` set) as a DataSpec: this section's file, its field mapping where set and the
+        training data's elsewhere, rendered as the training prompts are (template, system prompt, cap)."""
+        mapping = {
+            "prompt_field": self.prompt_field,
+            "messages_field": self.messages_field,
+            "answer_field": self.answer_field,
+            "extra_fields": self.extra_fields,
+        }
+        update = {key: value for key, value in mapping.items() if value is not None}
+        # limit: only the first num_prompts rows are validated on, so only those are read.
+        update |= {"path": self.path, "format": self.format, "split": self.split, "limit": self.num_prompts}
+        return DataSpec.model_validate({**train.model_dump(), **update})
+
+
 class RunSpec(Section):
     """Everything one training or evaluation run needs; the one source of truth for settings."""
 
@@ -442,8 +793,12 @@ class RunSpec(Section):
         None, description="Multi-turn environment (tools, a simulated user...); none: one turn per prompt."
     )
     optim: OptimSpec = Field(default_factory=OptimSpec)
+    curriculum: CurriculumSpec = Field(default_factory=CurriculumSpec)
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     eval: EvalSpec = Field(default_factory=EvalSpec)
+    validation: ValidationSpec | None = Field(
+        None, description="Validation on held-out prompts during training (val/ curves); none: no validation."
+    )
 
     @model_validator(mode="after")
     def _cross_field(self) -> RunSpec:
@@ -454,6 +809,41 @@ class RunSpec(Section):
             raise ValueError(f"algorithm.dual_clip_c applies to policy_loss 'ppo_clip' only, not {a.policy_loss!r}")
         if self.rollout.engine == "transformers" and self.rollout.vllm_server_url:
             raise ValueError("rollout.vllm_server_url is only used with engine='vllm'")
+        c, prompts = self.curriculum, self.optim.prompts_per_step
+        if (
+            c.budget == "knapsack"
+            and not prompts * c.min_group_size <= self.knapsack_rollouts <= prompts * c.max_group_size
+        ):
+            raise ValueError(
+                f"curriculum: the knapsack budget of {self.knapsack_rollouts} rollouts per step cannot give each of "
+                f"{prompts} prompts between min_group_size ({c.min_group_size}) and max_group_size "
+                f"({c.max_group_size}) rollouts"
+            )
+        if c.hints:
+            self._check_hints()
+        return self
+
+    def _check_hints(self) -> None:
+        c, d = self.curriculum, self.data
+        if self.environment is not None:
+            raise ValueError("curriculum.hints open a single-turn answer; a run with an environment cannot use them")
+        held = (["answer"] if d.answer_field else []) + list(d.extra_fields)
+        if c.hint_field not in held:
+            raise ValueError(
+                f"curriculum.hint_field {c.hint_field!r} is not a field the rows carry; use one of: "
+                + (", ".join(held) or "none (set data.answer_field or data.extra_fields)")
+            )
+
+    @model_validator(mode="after")
+    def _procedural_fits(self) -> RunSpec:
+        procedural = self.data.procedural
+        if procedural is None:
+            return self
+        wanted, kind = procedural.environment, self.environment.kind if self.environment else None
+        if wanted != kind:
+            needs = f"the environment {wanted!r}" if wanted else "no environment (it is a single-turn task)"
+            raise _error_at(self, ("data", "procedural", "task"), procedural.task,
+                            f"task {procedural.task!r} needs {needs}; the run's environment is {kind!r}")  # fmt: skip
         return self
 
     @model_validator(mode="after")
@@ -475,6 +865,11 @@ class RunSpec(Section):
     def loss_agg_norm(self) -> int:
         """Dr. GRPO's constant normaliser, resolved once: explicit value or max_new_tokens."""
         return self.algorithm.loss_agg_norm or self.rollout.max_new_tokens
+
+    @property
+    def knapsack_rollouts(self) -> int:
+        """The knapsack budget's rollouts per step, resolved once: explicit, or what fixed group sizes cost."""
+        return self.curriculum.rollouts_per_step or self.optim.prompts_per_step * self.algorithm.group_size
 
     @property
     def rollouts_per_step(self) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import transaction
 
-from studio.runs import episodes, events, prompts, texts
+from studio.runs import episodes, events, prompt_stats, prompts, texts
 from studio.runs.models import (
     PREVIEW_CHARS,
     RUNNING,
@@ -67,6 +67,11 @@ class DatabaseReporter:
         self._add("rollouts", step, list(rollouts), len(rollouts) * 2)
         self.flush()
 
+    def prompt_stats(self, step: int, stats: list[dict[str, Any]]) -> None:
+        """Per-prompt statistics of the prompts the step drew (studio.runs.prompt_stats): written
+        with the step's other rows; no event (the prompts view reads them on load)."""
+        self._add("prompt_stats", step, [dict(s) for s in stats], len(stats))
+
     def status(self, state: str, detail: str = "") -> None:
         # The task owns the run's state (queued/running/final); the trainer's own status
         # reports become log lines so nothing it says is lost.
@@ -101,10 +106,13 @@ class DatabaseReporter:
         self.last_flush = time.monotonic()
         with transaction.atomic():
             items = [self._write(kind, step, payload) for kind, step, payload in pending]
-            events.record(self.run_id, items, last_step=self.last_step)
+            events.record(self.run_id, [item for item in items if item is not None], last_step=self.last_step)
 
-    def _write(self, kind: str, step: int | None, payload: Any) -> events.EventItem:
-        """Write the rows behind one reported item; returns its event."""
+    def _write(self, kind: str, step: int | None, payload: Any) -> events.EventItem | None:
+        """Write the rows behind one reported item; returns its event (None: it has none)."""
+        if kind == "prompt_stats":
+            prompt_stats.record(self.run_id, step, without_nul(payload))
+            return None
         if kind == "metrics":
             now = time.time()
             MetricPoint.objects.bulk_create(
@@ -152,6 +160,8 @@ class DatabaseReporter:
             reward=float(rollout.reward), advantage=float(rollout.advantage), num_tokens=int(rollout.num_tokens),
             finish_reason=rollout.finish_reason, scores=scores, logprobs=rollout.logprobs, trained=rollout.trained,
             turns=turns, end_reason=rollout.end_reason or "", **episodes.columns(turns, rollout.end_reason),
+            hinted=rollout.hint is not None, hint=without_nul(rollout.hint or ""), hint_fraction=rollout.hint_fraction,
+            split=rollout.split,
         )  # fmt: skip
 
 

@@ -26,12 +26,13 @@ def engine_trainer_gap(model, prompts, groups, pad_id: int, temperature: float =
     import torch
 
     from trainers.logprobs import TokenBatch, batched_logprobs
+    from trainers.micro_batching import MicroBatching
 
     flat = [g for group in groups for g in group]
     flat_prompts = [p for p, group in zip(prompts, groups, strict=True) for _ in group]
     device = next(model.parameters()).device
     batch = TokenBatch.build(flat_prompts, [g.token_ids for g in flat], pad_id=pad_id, device=device)
-    logp, _ = batched_logprobs(model, batch, micro_batch_size=64, temperature=temperature)
+    logp, _ = batched_logprobs(model, batch, micro_batching=MicroBatching(size=64), temperature=temperature)
     engine_logp = torch.zeros_like(logp)
     for i, g in enumerate(flat):
         engine_logp[i, : len(g.logprobs)] = torch.tensor(g.logprobs)

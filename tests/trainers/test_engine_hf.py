@@ -7,6 +7,7 @@ from trainers.engines.base import ENGINES, EngineUnavailable, SamplingParams, en
 from trainers.engines.decode import sample_next, supports_lean_decode
 from trainers.engines.hf import HFEngine
 from trainers.logprobs import TokenBatch, batched_logprobs
+from trainers.micro_batching import MicroBatching
 
 # Behaviour tests run on both sampling paths: the lean decode loop and model.generate.
 PATHS = pytest.mark.parametrize("lean", [True, False], ids=["lean", "generate"])
@@ -153,7 +154,7 @@ def test_sampled_logprobs_equal_a_batched_recompute(model, tiny_tokenizer, promp
     flat_prompts = [p for p, grp in zip(prompts, out, strict=True) for _ in grp]
     gens = [g for grp in out for g in grp]
     batch = TokenBatch.build(flat_prompts, [g.token_ids for g in gens], pad_id=tiny_tokenizer.pad_token_id)
-    recomputed, _ = batched_logprobs(model.eval(), batch, micro_batch_size=5, temperature=0.9)
+    recomputed, _ = batched_logprobs(model.eval(), batch, micro_batching=MicroBatching(size=5), temperature=0.9)
     for g, row in zip(gens, recomputed, strict=True):
         assert g.logprobs == pytest.approx(row[: len(g.token_ids)].tolist(), abs=1e-4)
 

@@ -32,3 +32,17 @@ def test_the_gpu_memory_peak_is_reported_only_with_a_gpu(run_metrics):
     assert has_peak == torch.cuda.is_available()
     if has_peak:
         assert all(values["perf/gpu_mem_peak_gb"] > 0 for values in run_metrics)
+
+
+def test_the_old_and_reference_logprob_passes_are_timed_inside_the_training_time(run_metrics):
+    for values in run_metrics:
+        assert 0 <= values["timing/old_ref_s"] <= values["timing/train_s"]
+
+
+def test_the_old_logprob_pass_takes_time_when_a_second_epoch_needs_it(tiny_model_path, tmp_path):
+    reporter = MemoryReporter()
+    spec = tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 1}, algorithm={"ppo_epochs": 2})
+    train(spec, reporter)
+    (_, values), *_ = reporter.metric_points
+    # a no-grad forward over the batch: measurable, and a part of the training time
+    assert 0 < values["timing/old_ref_s"] < values["timing/train_s"]

@@ -12,7 +12,8 @@ from trainers.data import Prompt, PromptRow, encode_chat
 from trainers.engines.base import SamplingParams, create_engine
 from trainers.engines.hf import HFEngine
 from trainers.logprobs import TokenBatch, batched_logprobs
-from trainers.rollouts import run_episodes
+from trainers.micro_batching import MicroBatching
+from trainers.rollouts import engine_calls, generate_groups, run_episodes
 from trainers.spec import EnvironmentSpec, RunSpec
 from trainers.turn_tokens import observation_token_ids
 
@@ -78,7 +79,7 @@ def sampled_token_gap(model, episodes, pad_id) -> float:
     """Mean |engine - trainer| logprob over sampled tokens, the trainer's read off one forward pass
     over each whole episode (observation tokens in the context, not compared)."""
     batch = TokenBatch.build([ep.prompt_ids for ep in episodes], [ep.completion_ids for ep in episodes], pad_id=pad_id)
-    logp, _ = batched_logprobs(model, batch, micro_batch_size=64)
+    logp, _ = batched_logprobs(model, batch, micro_batching=MicroBatching(size=64))
     gaps = [
         abs(engine - trainer)
         for i, ep in enumerate(episodes)
@@ -131,6 +132,31 @@ def test_without_an_environment_an_episode_is_one_turn_with_the_same_tokens_as_b
         for g, ep in zip(gens, episodes, strict=True):
             assert len(ep.turns) == 1 and ep.completion_ids == g.token_ids and ep.final_text == g.text
             assert ep.end_reason == ("length" if g.finish_reason == "length" else "done")
+
+
+def test_engine_calls_cut_large_groups_and_batch_pieces_of_one_size():
+    assert engine_calls([4, 4, 4], None) == [(4, [0, 1, 2])]  # one call, as before per-prompt sizes
+    assert engine_calls([2, 5, 2], None) == [(2, [0, 2]), (5, [1])]
+    # chunk 4: 10 -> 4 + 4 + 2, 3 -> 3, 2 -> 2; pieces of 4 one a call, pieces of 2 two a call.
+    assert engine_calls([10, 3, 2], 4) == [(4, [0]), (4, [0]), (2, [0, 2]), (3, [1])]
+
+
+def test_groups_of_different_sizes_and_chunked_groups(engine, tiny_tokenizer, prompts):
+    calls = []
+
+    class Counting:  # the real engine, with each call's sequence count written down
+        def generate(self, ids, n, params):
+            calls.append(len(ids) * n)
+            return engine.generate(ids, n, params)
+
+    groups = generate_groups(Counting(), [p.token_ids for p in prompts], [5, 2], PARAMS, chunk=None)
+    assert [len(g) for g in groups] == [5, 2] and calls == [5, 2]
+    calls.clear()
+    groups = generate_groups(Counting(), [p.token_ids for p in prompts], [7, 3], PARAMS, chunk=3)
+    assert [len(g) for g in groups] == [7, 3] and max(calls) <= 3 and sum(calls) == 10
+    multi = run_episodes(engine, tiny_tokenizer, prompts, [3, 1], PARAMS, env(turns=1))
+    assert [len(g) for g in multi] == [3, 1]
+    assert all(ep.messages[0]["content"] == prompts[i].row.prompt for i, g in enumerate(multi) for ep in g)
 
 
 def test_episodes_on_vllm(vllm_here, tiny_model_path, tiny_tokenizer, model, prompts):

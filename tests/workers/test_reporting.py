@@ -7,7 +7,7 @@ from channels.layers import get_channel_layer
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from studio.runs.models import Checkpoint, MetricPoint, RolloutScore, RunEvent, RunPrompt
+from studio.runs.models import Checkpoint, MetricPoint, PromptStat, RolloutScore, RunEvent, RunPrompt
 from studio.runs.models import Rollout as RolloutRow
 from tests.studio.base import StudioTestCase
 from trainers.report import CriterionScore, Rollout
@@ -203,3 +203,33 @@ class TurnsTest(StudioTestCase):
                                       turns=episode_turns()[2:], end_reason="done")])  # fmt: skip
         row = RolloutRow.objects.get(run=run)
         self.assertEqual((row.num_turns, row.tool_calls, row.tools_used, row.ended_at_limit), (1, 0, "", False))
+
+
+class PromptStatsReportTest(StudioTestCase):
+    """The trainer's per-prompt statistics (Reporter.prompt_stats) reach PromptStat through the worker."""
+
+    @staticmethod
+    def stat(pid: str, step: int, passed: int, samples: int, alpha: float, beta: float, draws: int) -> dict:
+        return {"prompt_id": pid, "draws": draws, "alpha": alpha, "beta": beta, "pass_rate": alpha / (alpha + beta),
+                "pass_rate_std": 0.1, "last_step": step, "status": "learnable", "step_passed": passed,
+                "step_samples": samples}  # fmt: skip
+
+    def test_a_steps_statistics_are_written_with_its_rollouts_and_add_no_event(self):
+        run = self.make_run("running")
+        reporter = DatabaseReporter(run.pk, flush_interval_s=3600)
+        reporter.metrics(1, {"prompts/learnable_frac": 0.5})
+        reporter.prompt_stats(1, [self.stat("p1", 1, 1, 2, 2.0, 2.0, 1)])
+        self.assertFalse(PromptStat.objects.filter(run=run).exists())  # buffered with the step
+        reporter.rollouts(1, [rollout(1, 0, 0.0), rollout(1, 1, 1.0)])
+        row = PromptStat.objects.get(run=run, prompt_id="p1")
+        self.assertEqual((row.draws, row.alpha, row.beta, row.pass_rate, row.history), (1, 2.0, 2.0, 0.5, [[1, 1, 2]]))
+        self.assertEqual(
+            list(RunEvent.objects.filter(run=run).values_list("seq", "kind")), [(1, "metrics"), (2, "rollouts")]
+        )
+        reporter.prompt_stats(2, [self.stat("p1", 2, 2, 2, 4.0, 2.0, 2)])
+        reporter.flush()
+        row.refresh_from_db()
+        self.assertEqual((row.draws, row.last_step, row.history), (2, 2, [[1, 1, 2], [2, 2, 2]]))
+        self.assertAlmostEqual(row.pass_rate, 4 / 6)
+        run.refresh_from_db()
+        self.assertEqual((run.last_seq, run.last_step), (2, 2))  # no event, and the step still counted

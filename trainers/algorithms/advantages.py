@@ -34,7 +34,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from trainers.algorithms.groups import group_mean, group_size, group_std
+from trainers.algorithms.groups import group_mean, group_normalise, group_size
 from trainers.algorithms.masked import masked_sum, masked_whiten, zero_masked
 from trainers.algorithms.registry import Registry
 from trainers.algorithms.turns import TurnLayout
@@ -89,7 +89,7 @@ def grpo_advantages(
     A group of one has std 0 and r_i - mean_g = 0, so its advantage is 0.
     """
     scores = sequence_scores(token_rewards, mask)  # (B,)
-    advantage = (scores - group_mean(scores, group_index)) / (group_std(scores, group_index) + eps)
+    advantage = group_normalise(scores, group_index, eps)
     return _broadcast(advantage, mask), discounted_returns(token_rewards, mask, gamma)
 
 

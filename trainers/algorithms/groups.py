@@ -41,6 +41,11 @@ def group_std(values: Tensor, group_index: Tensor, unbiased: bool = True) -> Ten
     return torch.where(n > 1, (squared / denom).sqrt(), torch.zeros_like(values))
 
 
+def group_normalise(values: Tensor, group_index: Tensor, eps: float) -> Tensor:
+    """(B,) GRPO's normalisation within each sample's group: (x - mean_g) / (std_g + eps)."""
+    return (values - group_mean(values, group_index)) / (group_std(values, group_index) + eps)
+
+
 def group_has_spread(values: Tensor, group_index: Tensor) -> Tensor:
     """(B,) bool: True where the sample's group holds at least two different values.
 

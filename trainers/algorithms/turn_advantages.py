@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from trainers.algorithms.advantages import ADVANTAGES, discounted_returns, sequence_scores
-from trainers.algorithms.groups import group_mean, group_std
+from trainers.algorithms.groups import group_normalise
 from trainers.algorithms.masked import zero_masked
 from trainers.algorithms.turns import TurnLayout
 
@@ -31,7 +31,7 @@ def _normalise(values: Tensor, keys: Tensor, eps: float) -> Tensor:
     _, ids = (
         torch.unique(keys, dim=0, return_inverse=True) if keys.dim() > 1 else torch.unique(keys, return_inverse=True)
     )
-    return (values - group_mean(values, ids)) / (group_std(values, ids) + eps)
+    return group_normalise(values, ids, eps)
 
 
 def _outcome_part(token_rewards: Tensor, mask: Tensor, turns: TurnLayout) -> Tensor:

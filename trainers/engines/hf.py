@@ -21,6 +21,7 @@ import torch
 from trainers.engines.base import Generation, RolloutEngine, SamplingParams
 from trainers.engines.decode import Decoded, StopStrings, lean_decode, supports_lean_decode
 from trainers.logprobs import TokenBatch, batched_logprobs
+from trainers.micro_batching import MicroBatching
 from trainers.spec import RunSpec
 
 
@@ -31,6 +32,7 @@ class HFEngine(RolloutEngine):
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size or (spec.rollout.generation_batch_size if spec else 64)
+        self.chunk_tokens = spec.optim.logprob_chunk_tokens if spec else 0  # see trainers.logprobs.head_logprobs
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
         if eos is None:
@@ -154,7 +156,13 @@ class HFEngine(RolloutEngine):
 
     def _attach_logprobs(self, prompts: list[list[int]], gens: list[Generation], temperature: float) -> None:
         batch = TokenBatch.build(prompts, [g.token_ids for g in gens], pad_id=self.pad_id, device=self.device)
-        logp, _ = batched_logprobs(self.model, batch, micro_batch_size=self.batch_size, temperature=temperature)
+        logp, _ = batched_logprobs(
+            self.model,
+            batch,
+            micro_batching=MicroBatching(size=self.batch_size),
+            temperature=temperature,
+            chunk_tokens=self.chunk_tokens,
+        )
         for g, row in zip(gens, logp.cpu(), strict=True):
             g.logprobs = row[: len(g.token_ids)].tolist()
 

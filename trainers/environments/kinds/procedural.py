@@ -9,6 +9,8 @@ What an episode hides (the code, the number, the box names along the chain) is d
 episode's seed: the row's `seed` field when it has one, else a fresh one per episode, so a group's
 episodes of one row differ and the prompt alone never determines the answer. The seed is returned
 in `EnvironmentStart.fields["seed"]`: putting it back into the row replays the episode exactly.
+A row's `difficulty` field, when it has one, overrides the params' (a procedural task's level:
+trainers.procedural sets it per row as the run adapts).
 """
 
 from __future__ import annotations
@@ -39,6 +41,16 @@ def episode_seed(row: dict[str, Any]) -> int:
     return int(seed)
 
 
+def row_difficulty(row: dict[str, Any], default: int, highest: int) -> int:
+    """The row's `difficulty` when it sets one, else `default`; refused outside 1..highest."""
+    value = row.get("difficulty")
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= highest:
+        raise ValueError(f"row field 'difficulty' must be a whole number in 1..{highest}, got {value!r:.40}")
+    return value
+
+
 def episode_rng(kind: str, row: dict[str, Any], seed: int) -> random.Random:
     """Seeded from the kind, the row's identifying field and the seed: one seed, one episode."""
     return random.Random(f"{kind}|{row.get('box', '')}|{seed}")
@@ -54,6 +66,7 @@ LOOKUP_INSTRUCTIONS = (
     "When you have the code, reply with the code only."
 )
 NEXT_BOX = 'look in box "{box}"'
+LOOKUP_HARDEST = 8
 
 
 def box_name(rng: random.Random) -> str:
@@ -68,7 +81,9 @@ def lookup_call(box: str) -> str:
 
 
 class LookupParams(_Params):
-    difficulty: int = Field(1, ge=1, le=8, description="Boxes to open, one leading to the next, before the code.")
+    difficulty: int = Field(
+        1, ge=1, le=LOOKUP_HARDEST, description="Boxes to open, one leading to the next, before the code."
+    )
     code_digits: int = Field(4, ge=1, le=12, description="Digits of the code (a guess is right 1 time in 10^digits).")
     progress_reward: float = Field(
         0.0, ge=0, le=1, description="Turn reward for opening a box of the chain for the first time."
@@ -89,7 +104,8 @@ class Lookup(Environment):
         rng = episode_rng("lookup", row, seed)
         first = str(row["box"]) if row.get("box") else box_name(rng)
         chain = [first]
-        while len(chain) < self.params.difficulty:
+        difficulty = row_difficulty(row, self.params.difficulty, LOOKUP_HARDEST)
+        while len(chain) < difficulty:
             name = box_name(rng)
             if name not in chain:
                 chain.append(name)
@@ -151,11 +167,12 @@ class Lookup(Environment):
 
 GUESS_PROMPT = "I am thinking of a whole number from 1 to {high}. Guess it; I will say higher or lower."
 _INTEGER = re.compile(r"-?\d+")
+GUESS_HARDEST = 10
 
 
 class GuessNumberParams(_Params):
     difficulty: int = Field(
-        1, ge=1, le=10, description="The number lies in 1..10 * 2^(difficulty-1) (10, 20, 40, ... 5120)."
+        1, ge=1, le=GUESS_HARDEST, description="The number lies in 1..10 * 2^(difficulty-1) (10, 20, 40, ... 5120)."
     )
     closeness_reward: float = Field(
         0.0, ge=0, le=1, description="Turn reward scale for a guess's closeness: scale * (1 - distance / range)."
@@ -173,9 +190,10 @@ class GuessNumber(Environment):
 
     @property
     def high(self) -> int:
-        return 10 * 2 ** (self.params.difficulty - 1)
+        return 10 * 2 ** (self.difficulty - 1)
 
     def reset(self, row: dict[str, Any]) -> EnvironmentStart:
+        self.difficulty = row_difficulty(row, self.params.difficulty, GUESS_HARDEST)
         seed = episode_seed(row)
         self.number = episode_rng("guess_number", row, seed).randint(1, self.high)
         self.low_bound, self.high_bound = 1, self.high
