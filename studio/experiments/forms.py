@@ -10,7 +10,10 @@ from trainers.spec import RunSpec
 
 # RunSpec parts the experiment form does not show: they come from the dataset, the rubric,
 # the model field, or are set per run by the studio.
-EXPERIMENT_SECTIONS = ("model", "data", "reward", "algorithm", "rollout", "optim", "checkpoint", "eval")
+EXPERIMENT_SECTIONS = ("model", "data", "reward", "algorithm", "rollout", "optim", "checkpoint", "eval", "validation")
+# Sections the spec may leave out (None: the feature is off), with the fields that turn one on: the
+# form always shows their fields, and a section with none of these filled is left out when read back.
+OPTIONAL_SECTIONS = {"validation": ("path", "holdout_fraction")}
 HIDDEN = ("model.path", "data.path", "data.format", "data.split", "data.prompt_field", "data.messages_field",
           "data.answer_field", "data.extra_fields", "checkpoint.output_dir", "checkpoint.resume_from",
           "eval.checkpoint", "model.lora")  # fmt: skip
@@ -24,8 +27,10 @@ def experiment_sections(config: dict[str, Any], errors: dict[str, str]) -> list[
     schema = _run_schema()
     out = []
     for section in EXPERIMENT_SECTIONS:
-        node = schema["properties"][section]
-        out.append((section, fields_for(schema, node, f"{section}.", config.get(section, {}), errors, HIDDEN)))
+        # An optional section is anyOf [its model, null]: the form shows the model's fields.
+        node = next(o for o in schema["properties"][section].get("anyOf", [schema["properties"][section]])
+                    if o.get("type") != "null")  # fmt: skip
+        out.append((section, fields_for(schema, node, f"{section}.", config.get(section) or {}, errors, HIDDEN)))
     for _, fields in out:
         for f in fields:
             if f.name == "rollout.engine":
@@ -44,7 +49,12 @@ def describe_engines(f: FormField) -> None:
 
 def read_experiment_config(post) -> tuple[dict[str, Any], dict[str, str]]:
     fields = [f for _, section in experiment_sections({}, {}) for f in section]
-    return read_fields(fields, post)
+    config, errors = read_fields(fields, post)
+    for section, switches in OPTIONAL_SECTIONS.items():
+        values = config.get(section) or {}
+        if all(values.get(name) in (None, "") for name in switches):
+            config.pop(section, None)
+    return config, errors
 
 
 def experiment_meta(base, post) -> dict[str, Any]:

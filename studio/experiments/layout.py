@@ -25,7 +25,8 @@ PRESET_FIELD = "algorithm.preset"  # mirrors the Preset select (a hidden input),
 BATCH_FIELDS = ("optim.prompts_per_step", "algorithm.group_size", "rollout.max_new_tokens", "data.max_prompt_tokens",
                 "optim.micro_batch_size", "optim.total_steps")  # fmt: skip
 GROUP_TITLES = {"model": "Model", "data": "Data", "reward": "Reward checks", "algorithm": "Algorithm", "rollout": "Generation",
-                "optim": "Optimisation", "checkpoint": "Checkpoints", "eval": "Evaluation"}  # fmt: skip
+                "optim": "Optimisation", "curriculum": "Curriculum", "checkpoint": "Checkpoints", "eval": "Evaluation",
+                "validation": "Validation"}  # fmt: skip
 # The fields the step cost reads, by role (experiment_form.js reads the same names from the page).
 COST_INPUTS = {"prompts": "optim.prompts_per_step", "group": "algorithm.group_size",
                "new_tokens": "rollout.max_new_tokens", "prompt_tokens": "data.max_prompt_tokens",

@@ -40,13 +40,20 @@ class Experiment(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def generates_prompts(self) -> bool:
+        """Whether the settings generate the prompts (data.procedural), leaving the dataset unread."""
+        return bool((self.config.get("data") or {}).get("procedural"))
+
     def spec_config(self, name: str | None = None) -> dict[str, Any]:
         """The full RunSpec config dict (not yet validated). Reads dataset, rubric and the environment's
         pinned version: two to four queries."""
         config = copy.deepcopy(self.config)
         config["name"] = name or self.name
         config["model"] = {**config.get("model", {}), "path": self.model_path}
-        config["data"] = {**self.dataset.data_spec(), **_data_options(config.get("data", {}))}
+        options = _data_options(config.get("data", {}))
+        # Generated prompts replace the dataset's rows: the spec refuses both sources at once.
+        config["data"] = options if options.get("procedural") else {**self.dataset.data_spec(), **options}
         config["rubric"] = copy.deepcopy(self.rubric.spec)
         if self.environment_id:
             config["environment"] = copy.deepcopy(self.environment.config_of(self.environment_version))

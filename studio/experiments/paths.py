@@ -3,8 +3,9 @@
 A RunSpec names files the worker opens, and experiment settings and launch or clone
 overrides can set them directly, so every spec validated for a team passes here:
 
-- data.path must be one of the team's datasets, or a path a dataset could be registered
-  from (studio.datasets.storage.server_path); data.split must be a name, not a path;
+- data.path (and validation.path, a held-out dataset) must be one of the team's datasets, or a
+  path a dataset could be registered from (studio.datasets.storage.server_path); data.split
+  (validation.split) must be a name, not a path;
 - a model or checkpoint path (model.path, model.ref_path, checkpoint.resume_from,
   eval.checkpoint, a local judge model) that lies inside STUDIO_DATA_DIR must lie in the
   output folder of one of the team's runs (DATA_DIR/runs/<id>, where workers write
@@ -54,14 +55,10 @@ def validate_for_team(config: dict[str, Any], team) -> dict[str, Any]:
 
 def check(spec: dict[str, Any], team) -> None:
     """Raise SpecError naming each path of a validated spec the team may not read (a few queries)."""
-    errors: dict[str, str] = {}
-    data = spec.get("data") or {}
-    data_error = _data_error(str(data.get("path") or ""), team)
-    if data_error:
-        errors["data.path"] = data_error
-    split = str(data.get("split") or "")
-    if not storage.is_split_name(split):
-        errors["data.split"] = f"{split!r}: a split is a name (like 'train'), not a path"
+    errors = {f"data.{k}": v for k, v in _dataset_errors(spec.get("data") or {}, team).items()}
+    validation = spec.get("validation") or {}  # a held-out dataset is read like the training data
+    if validation.get("path"):
+        errors.update({f"validation.{k}": v for k, v in _dataset_errors(validation, team).items()})
     for field in MODEL_FIELDS:
         section, key = field.split(".")
         value = (spec.get(section) or {}).get(key)
@@ -72,6 +69,19 @@ def check(spec: dict[str, Any], team) -> None:
     errors.update({f"rubric.{k}": v for k, v in rubric_errors(spec.get("rubric") or {}, team).items()})
     if errors:
         raise SpecError(errors)
+
+
+def _dataset_errors(section: dict[str, Any], team) -> dict[str, str]:
+    """{"path" | "split": why} for a data section's file the team may not read, or a split that is a path."""
+    errors = {}
+    # No path: the prompts are generated (data.procedural), there is no file to read.
+    path_error = _data_error(str(section["path"]), team) if section.get("path") is not None else None
+    if path_error:
+        errors["path"] = path_error
+    split = str(section.get("split") or "")
+    if not storage.is_split_name(split):
+        errors["split"] = f"{split!r}: a split is a name (like 'train'), not a path"
+    return errors
 
 
 def rubric_errors(rubric: dict[str, Any], team) -> dict[str, str]:

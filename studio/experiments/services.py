@@ -28,7 +28,8 @@ def launch(experiment: Experiment, user, *, kind: str = "train", name: str = "",
         # The experiment's team owns its environment (the serializer checks it), so this is a row
         # changed behind the API's back: its tools would run under a team that cannot read them.
         raise LaunchError({"environment": "you cannot see this environment; choose one of your team's"})
-    if problem := experiment.dataset.launch_problem():  # still being checked, refused, or rows that fail
+    # still being checked, refused, or rows that fail; a run that generates its prompts never reads it
+    if not experiment.generates_prompts and (problem := experiment.dataset.launch_problem()):
         raise LaunchError({"dataset": problem})
     config = specs.deep_merge(experiment.spec_config(name or None), overrides or {})
     if kind == "eval" and checkpoint_id:

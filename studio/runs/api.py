@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from studio.accounts import permissions as perms
 from studio.experiments import paths, specs
 from studio.lib.params import QueryError, number_param
-from studio.runs import episodes, lifecycle, rollout_query, texts
+from studio.runs import episodes, lifecycle, prompt_stat_query, rollout_query, texts
 from studio.runs.access import readable_run
 from studio.runs.models import Checkpoint, Rollout, Run, RunEvent
 
@@ -48,7 +48,8 @@ class RolloutSerializer(serializers.ModelSerializer):
         model = Rollout
         fields = ["id", "run", "step", "prompt_id", "sample_index", "prompt", "completion", "reward", "advantage",
                   "num_tokens", "finish_reason", "trained", "scores", "logprobs", "turns", "end_reason", "num_turns",
-                  "tool_calls", "tool_errors", "tools_used", "ended_at_limit"]  # fmt: skip
+                  "tool_calls", "tool_errors", "tools_used", "ended_at_limit", "hinted", "hint",
+                  "hint_fraction", "split"]  # fmt: skip
 
     def get_tools_used(self, rollout: Rollout) -> list[str]:
         return episodes.unpack_tools(rollout.tools_used)
@@ -164,10 +165,35 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         `truncated` names each field cut, with its full length, to be read from `.../text/`."""
         run = readable_run(request, pk)  # members, or a live share link (read-only)
         rollout = get_object_or_404(Rollout.objects.select_related("run_prompt"), run=run, pk=rollout_id)
-        group = Rollout.objects.filter(run=run, step=rollout.step, prompt_id=rollout.prompt_id).order_by("sample_index")
+        # Same split too: a validation prompt's id is its row in the held-out data, which a training row may share.
+        group = Rollout.objects.filter(run=run, step=rollout.step, prompt_id=rollout.prompt_id, split=rollout.split)
+        group = group.order_by("sample_index")
         group = group.select_related("run_prompt").defer("logprobs", "turns", "run_prompt__content")
         data = capped(RolloutSerializer(rollout).data)
         data["group"] = [capped({**r.summary(), "completion": r.completion}) for r in group]
+        return Response(data)
+
+    @action(detail=True, methods=["get"], permission_classes=[AllowAny])
+    def prompts(self, request, pk=None):
+        """The run's per-prompt statistics, keyset-paginated: `?order=` pass_rate | pass_rate_std |
+        draws | last_step (a leading "-" for descending; default -last_step), `?status=` unseen |
+        solved | learnable | never_solved, `?limit=` (<= 200), `?cursor=`. Each row carries its
+        prompt's preview and its newest history entries ([step, passed, samples]); `counts` holds
+        the run's prompts per status."""
+        run = readable_run(request, pk)  # members, or a live share link (read-only)
+        try:
+            return Response(prompt_stat_query.page(run, request.query_params))
+        except QueryError as exc:
+            return Response({exc.field: str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+
+    @extend_schema(operation_id="runs_prompt_detail")
+    @action(detail=True, methods=["get"], url_path=r"prompts/(?P<prompt_id>.+)", permission_classes=[AllowAny])
+    def prompt(self, request, pk=None, prompt_id=None):
+        """One prompt's statistics with its whole stored history ([step, passed, samples], oldest first)."""
+        run = readable_run(request, pk)  # members, or a live share link (read-only)
+        data = prompt_stat_query.detail(run, prompt_id)
+        if data is None:
+            return Response({"detail": "not found"}, status=status.HTTP_404_NOT_FOUND)
         return Response(data)
 
     @extend_schema(operation_id="runs_rollout_text")

@@ -19,7 +19,7 @@ from studio.celery import EVAL_TASK, TRAIN_TASK
 from studio.celery import app as celery_app
 from studio.experiments import paths
 from studio.experiments.specs import SpecError
-from studio.runs import events
+from studio.runs import events, prompt_stats
 from studio.runs.models import CANCELLED, FAILED, QUEUED, RUNNING, Run
 
 ACTIVE = (QUEUED, RUNNING)
@@ -109,8 +109,13 @@ def resume(run: Run, user) -> Run:
     spec.setdefault("checkpoint", {})["resume_from"] = checkpoint.path
     _check_paths(spec, run.team)
     name = f"{run.name} (resumed from step {checkpoint.step})"
-    return create_run(run.team, spec, kind="train", name=name, experiment=run.experiment, user=user,
-                      resumed_from=run)  # fmt: skip
+    # One transaction: the task is sent on commit, so the worker never reports a prompt before the
+    # statistics it continues from are copied.
+    with transaction.atomic():
+        new = create_run(run.team, spec, kind="train", name=name, experiment=run.experiment, user=user,
+                         resumed_from=run)  # fmt: skip
+        prompt_stats.inherit(new.pk, run.pk, checkpoint.step)
+    return new
 
 
 def evaluate_checkpoint(run: Run, user) -> Run:

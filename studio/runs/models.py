@@ -39,9 +39,20 @@ EVENT_KINDS = (
     ("checkpoint", "checkpoint"),
     ("warning", "warning"),
 )
+# Rollout.split: sampled for a training step, or from a held-out prompt after it (trainers.validation).
+TRAIN_SPLIT, VALIDATION_SPLIT = "train", "validation"
+SPLITS = ((TRAIN_SPLIT, "Training"), (VALIDATION_SPLIT, "Validation"))
 PREVIEW_CHARS = 200
 WARNING_CHARS = 1000
 PROMPT_PREVIEW_CHARS = 120
+# A prompt's standing, as the trainer's per-prompt statistics judge it (trainers' prompt_stats).
+UNSEEN, SOLVED, LEARNABLE, NEVER_SOLVED = "unseen", "solved", "learnable", "never_solved"
+PROMPT_STATUSES = (
+    (UNSEEN, "Unseen"),
+    (SOLVED, "Solved"),
+    (LEARNABLE, "Learnable"),
+    (NEVER_SOLVED, "Never solved"),
+)
 
 
 class Run(models.Model):
@@ -186,10 +197,22 @@ class Rollout(models.Model):
     tool_errors = models.IntegerField(default=0)
     tools_used = models.CharField(max_length=1000, blank=True, help_text="`,name,name,`: see studio.runs.episodes.")
     ended_at_limit = models.BooleanField(default=False, help_text="end_reason is turn_limit or token_budget.")
+    # Hinted retries of prompts whose group all failed (trainers.curriculum.hints).
+    hinted = models.BooleanField(default=False, help_text="A hinted retry: its answer began with `hint`.")
+    hint = models.TextField(
+        blank=True, help_text="The start of the reference solution that opened the answer; never trained on."
+    )
+    hint_fraction = models.FloatField(null=True, blank=True, help_text="The hint's share of the solution's tokens.")
+    split = models.CharField(
+        max_length=12, choices=SPLITS, default=TRAIN_SPLIT,
+        help_text="train: sampled for a training step; validation: a held-out prompt sampled after the step.",
+    )  # fmt: skip
 
     class Meta:
         indexes = [
             models.Index(fields=["run", "step", "id"]),
+            # The inspector's split filter, newest first: validation rollouts are a few steps' worth.
+            models.Index(fields=["run", "split", "step", "id"]),
             models.Index(fields=["run", "reward", "id"]),
             models.Index(fields=["run", "num_tokens", "id"]),  # the inspector's sort by length
             models.Index(fields=["run", "advantage", "id"]),  # and by advantage
@@ -221,6 +244,9 @@ class Rollout(models.Model):
             "tools_used": episodes.unpack_tools(self.tools_used),
             "ended_at_limit": self.ended_at_limit,
             "end_reason": self.end_reason,
+            "hinted": self.hinted,
+            "hint_fraction": self.hint_fraction,
+            "split": self.split,
         }
 
 
@@ -235,6 +261,39 @@ class RolloutScore(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["run", "criterion", "score"])]
+
+
+class PromptStat(models.Model):
+    """What the trainer knows about one dataset row of a run: times drawn, its Beta posterior of
+    the pass rate, and each step's outcome (`history`). Upserted per step by
+    studio.runs.prompt_stats.record; a resumed run starts with its source's rows (inherit).
+
+    `prompt_id` is the row's id, never "id@2": a row drawn twice in a step is one entry here.
+    The prompts view sorts by pass rate, uncertainty, draws and last step: one (run, field, id)
+    index each, for keyset pages as the rollout list has.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="prompt_stats")
+    prompt_id = models.CharField(max_length=200)
+    draws = models.IntegerField(default=0, help_text="Times the row was drawn (twice in one step counts 2).")
+    alpha = models.FloatField(help_text="Beta posterior of the pass rate: 1 + passes, as the trainer counts them.")
+    beta = models.FloatField(help_text="Beta posterior of the pass rate: 1 + failures, as the trainer counts them.")
+    pass_rate = models.FloatField(help_text="The trainer's estimate of the row's pass rate.")
+    pass_rate_std = models.FloatField(help_text="Its uncertainty (posterior standard deviation).")
+    last_step = models.IntegerField(help_text="The last step that drew the row.")
+    status = models.CharField(max_length=12, choices=PROMPT_STATUSES, default=UNSEEN)
+    history = models.JSONField(default=list, help_text="[[step, passed, samples], ...], oldest first.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "prompt_id"], name="one_stat_per_run_prompt")]
+        indexes = [
+            models.Index(fields=["run", "pass_rate", "id"]),
+            models.Index(fields=["run", "pass_rate_std", "id"]),
+            models.Index(fields=["run", "draws", "id"]),
+            models.Index(fields=["run", "last_step", "id"]),
+            models.Index(fields=["run", "status"]),  # the view's counts per status
+        ]
 
 
 class Checkpoint(models.Model):

@@ -16,8 +16,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from studio.accounts import permissions as perms
-from studio.runs import lifecycle
-from studio.runs.models import Run, RunEvent
+from studio.runs import lifecycle, prompt_stat_query, rollout_query
+from studio.runs.models import PROMPT_STATUSES, Run, RunEvent
 from studio.sharing.models import ShareLink
 
 LOG_TAIL = 200
@@ -75,6 +75,31 @@ def render_run_page(request: HttpRequest, run: Run, *, role: str | None, share: 
     context = {"run": run, "config": config, "share": share, "can_edit": can_edit}
     template = "share/run.html" if share else "runs/detail.html"
     return render(request, template, context)
+
+
+def render_prompts_page(request: HttpRequest, run: Run, *, share: ShareLink | None) -> HttpResponse:
+    """The run's prompts view for a member or, read-only, whoever holds the share link `share`.
+    Its JS lists the statistics from the API (studio.runs.prompt_stat_query) and reads them again
+    on reload or on its Refresh button: it does not follow the websocket."""
+    run_url = f"/share/{share.token}/" if share else f"/runs/{run.pk}/"
+    config = {
+        "run": run.summary(),
+        "share_token": share.token if share else None,
+        "run_url": run_url,
+        "orders": prompt_stat_query.ORDER_TITLES,
+        "default_order": prompt_stat_query.DEFAULT_ORDER,
+        "statuses": dict(PROMPT_STATUSES),
+        "prompt_param": rollout_query.PROMPT,
+    }
+    return render(request, "runs/prompts.html", {"run": run, "config": config, "share": share, "run_url": run_url})
+
+
+@login_required
+def run_prompts_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = Run.objects.filter(pk=run_id).select_related("team").first()
+    if run is None or perms.role_in(request.user, run.team_id) is None:
+        raise Http404("not found")
+    return render_prompts_page(request, run, share=None)
 
 
 @login_required

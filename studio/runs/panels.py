@@ -25,8 +25,12 @@ class Panel:
 
 
 PANELS: tuple[Panel, ...] = (
+    # Validation (trainers.validation) beside its training counterpart: the grid fills rows left to right.
     Panel("reward", "Reward", r"^reward/(mean|std)$"),
+    Panel("val_reward", "Validation reward (held-out prompts)", r"^val/reward/(mean|std)$"),
     Panel("criteria", "Reward per criterion", r"^reward/[^/]+/mean$"),
+    Panel("val_criteria", "Validation reward per criterion", r"^val/reward/[^/]+/mean$"),
+    Panel("val_pass", "Validation pass@k", r"^val/pass@\d+$"),
     Panel("kl", "KL to reference", r"^actor/kl$"),
     Panel("entropy", "Entropy", r"^actor/entropy$"),
     # clip_frac_low|high and dual_clip_frac (tokens held at the dual-clip bound c) side by side.
@@ -56,6 +60,16 @@ PANELS: tuple[Panel, ...] = (
     Panel("episode_ends", "Episodes answered / ended at a limit", r"^episode/(answered_frac|ended_at_limit_frac)$"),
     Panel("observation", "Observation tokens per episode (not trained on)", r"^episode/observation_tokens_mean$"),
     Panel("tool_time", "Tool time (s)", r"^timing/tool_s$"),
+    # Per-prompt statistics (studio.runs.prompt_stats): the run's prompts by status, parts of a whole.
+    Panel(
+        "prompts",
+        "Prompts: solved / learnable / never solved",
+        r"^prompts/(solved|learnable|never_solved|unseen)_frac$",
+        stacked=True,
+    ),
+    # Hinted retries (trainers.curriculum.hints): a count apart from the two shares.
+    Panel("hints_groups", "Groups retried with a hint", r"^hints/groups_hinted$"),
+    Panel("hints_rates", "Hinted retries: pass rate and hint fraction", r"^hints/(hinted_pass_rate|mean_fraction)$"),
     # Catch-alls last: the rest of a namespace that has panels above.
     Panel("reward_other", "Reward diagnostics", r"^reward/"),
     Panel("episode_other", "Episodes", r"^episode/"),

@@ -17,11 +17,11 @@ import json
 from typing import Any
 
 from django.db.models import Exists, OuterRef, Q, QuerySet, TextField
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Left
 
 from studio.lib.params import QueryError, flag_param, number_param
 from studio.runs import episodes
-from studio.runs.models import Rollout, RolloutScore, RunPrompt
+from studio.runs.models import TRAIN_SPLIT, VALIDATION_SPLIT, Rollout, RolloutScore, RunPrompt
 from studio.sharing.models import Note
 
 # ?order= value -> the field it sorts by; "-" is descending. Each field has a (run, field, id) index.
@@ -43,14 +43,22 @@ BOUNDS = {
     "turns_max": ("num_turns", "max", int),
 }
 EQUALS = ("finish_reason", "prompt_id")  # ?<field>=<value>: the field equals it
-FLAGS = ("trained", "ended_at_limit")  # ?<field>=true|false, in the words of flag_param
+FLAGS = ("trained", "ended_at_limit", "hinted")  # ?<field>=true|false, in the words of flag_param
 COUNTS = ("tool_errors",)  # ?<field>=true: the count is above 0; false: it is 0
 # ?<param>=<name>: <field>, a list of names in summaries, holds it (studio.runs.episodes packs the column).
 MEMBERS = {"tool": "tools_used"}
 # ?criterion=<name>: scored on that criterion, within score_min..score_max when given.
 CRITERION, SCORE_MIN, SCORE_MAX = "criterion", "score_min", "score_max"
+# ?prompt=<row id>: the rollouts of that dataset row, under its id or a repeat's "<id>@<k>" (a row
+# drawn k times in one step: trainers.loop names its groups so). ?prompt_id= names one group only.
+PROMPT, REPEAT_MARK = "prompt", "@"
 TEXT = "q"  # a substring of the whole prompt or completion, any case: summaries carry only previews
 HAS_NOTE, NOTE_TAG = "has_note", "note_tag"
+# ?split=train | validation | all: a run's training rollouts (the default, so per-step views never
+# mix in validation samples), the held-out prompts' samples (trainers.validation), or both.
+SPLIT, SPLIT_ALL = "split", "all"
+SPLIT_CHOICES = (TRAIN_SPLIT, VALIDATION_SPLIT, SPLIT_ALL)
+DEFAULT_SPLIT = TRAIN_SPLIT
 
 
 def encode_cursor(value: Any, pk: int) -> str:
@@ -69,8 +77,24 @@ def decode_cursor(raw: str) -> tuple[Any, int]:
     return value, pk
 
 
+def past_cursor(rows: QuerySet, field: str, descending: bool, cursor: str) -> QuerySet:
+    """The rows whose (field, pk) come after the cursor's in the page order. The redundant
+    `field <= value` (>= ascending) is the index range's bound, so the scan starts at the cursor
+    instead of skipping every earlier row: SQLite derives it from the OR by itself, PostgreSQL's
+    planner does not."""
+    value, pk = decode_cursor(cursor)
+    if descending:
+        return rows.filter(Q(**{f"{field}__lt": value}) | Q(**{field: value, "pk__lt": pk}), **{f"{field}__lte": value})
+    return rows.filter(Q(**{f"{field}__gt": value}) | Q(**{field: value, "pk__gt": pk}), **{f"{field}__gte": value})
+
+
 def filtered(run_id: int, params) -> QuerySet[Rollout]:
     rows = Rollout.objects.filter(run_id=run_id)
+    split = (params.get(SPLIT) or "").strip() or DEFAULT_SPLIT
+    if split not in SPLIT_CHOICES:
+        raise QueryError(SPLIT, f"must be one of {', '.join(SPLIT_CHOICES)}")
+    if split != SPLIT_ALL:
+        rows = rows.filter(split=split)
     for name, (field, bound, cast) in BOUNDS.items():
         value = number_param(params, name, cast)
         if value is not None:
@@ -87,6 +111,11 @@ def filtered(run_id: int, params) -> QuerySet[Rollout]:
     for name, field in MEMBERS.items():
         if (params.get(name) or "").strip():
             rows = rows.filter(**{f"{field}__contains": episodes.tool_pattern(params[name].strip())})
+    prompt = (params.get(PROMPT) or "").strip()
+    if prompt:
+        # Left(...) = "<id>@", not startswith: LIKE ignores case on SQLite, and "A@2" is not row "a".
+        head = Left("prompt_id", len(prompt) + len(REPEAT_MARK))
+        rows = rows.annotate(prompt_head=head).filter(Q(prompt_id=prompt) | Q(prompt_head=prompt + REPEAT_MARK))
     if params.get(TEXT):
         rows = _with_text(rows, run_id, params[TEXT])
     criterion = params.get(CRITERION)
@@ -151,18 +180,7 @@ def page(run_id: int, params) -> dict[str, Any]:
     descending = order.startswith("-")
     rows = filtered(run_id, params)
     if params.get("cursor"):
-        value, pk = decode_cursor(params["cursor"])
-        # (field, id) past the cursor's. The redundant `field <= value` (>= ascending) is the index
-        # range's bound, so the scan starts at the cursor instead of skipping every earlier row:
-        # SQLite derives it from the OR by itself, PostgreSQL's planner does not.
-        if descending:
-            rows = rows.filter(
-                Q(**{f"{field}__lt": value}) | Q(**{field: value, "pk__lt": pk}), **{f"{field}__lte": value}
-            )
-        else:
-            rows = rows.filter(
-                Q(**{f"{field}__gt": value}) | Q(**{field: value, "pk__gt": pk}), **{f"{field}__gte": value}
-            )
+        rows = past_cursor(rows, field, descending, params["cursor"])
     ordering = [f"-{field}", "-pk"] if descending else [field, "pk"]
     rows = rows.select_related("run_prompt").defer("completion", "logprobs", "turns", "run_prompt__content")
     items = list(rows.order_by(*ordering)[: limit + 1])

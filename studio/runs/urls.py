@@ -7,6 +7,7 @@ from studio.runs.plotly import plotly_js
 urlpatterns = [
     path("runs/", pages.runs, name="runs"),
     path("runs/<int:run_id>/", pages.run_page, name="run-detail"),
+    path("runs/<int:run_id>/prompts/", pages.run_prompts_page, name="run-prompts"),
     path("api/runs/<int:run_id>/metrics/", RunMetricsView.as_view(), name="run-metrics"),
     path("static-vendor/plotly.min.js", plotly_js, name="plotly-js"),
 ]

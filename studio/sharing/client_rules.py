@@ -31,8 +31,15 @@ def rollout_rules() -> dict[str, Any]:
         "members": [{"param": name, "field": field} for name, field in rq.MEMBERS.items()],
         "flag_true": list(TRUE),
         "criterion": {"param": rq.CRITERION, "min": rq.SCORE_MIN, "max": rq.SCORE_MAX},
+        "prompt": {"param": rq.PROMPT, "field": "prompt_id", "repeat_mark": rq.REPEAT_MARK},
         "text": rq.TEXT,
         "notes": {"any": rq.HAS_NOTE, "tag": rq.NOTE_TAG},
+        "split": {
+            "param": rq.SPLIT,
+            "default": rq.DEFAULT_SPLIT,
+            "all": rq.SPLIT_ALL,
+            "choices": list(rq.SPLIT_CHOICES),
+        },
     }
 
 

@@ -8,18 +8,29 @@ from django.shortcuts import render
 
 from studio.accounts.permissions import visible
 from studio.runs.models import Run
-from studio.runs.pages import render_run_page
+from studio.runs.pages import render_prompts_page, render_run_page
 from studio.sharing.models import ShareLink
 
 COMPARE_PICKER_LIMIT = 200
 
 
-def shared_run_page(request: HttpRequest, token: str) -> HttpResponse:
-    """Read-only run page for whoever holds the link, logged in or not; 404 once revoked."""
+def _live_share(token: str) -> ShareLink:
     share = ShareLink.objects.live().select_related("run", "run__team").filter(token=token).first()
     if share is None:
         raise Http404("this link does not exist or was revoked")
+    return share
+
+
+def shared_run_page(request: HttpRequest, token: str) -> HttpResponse:
+    """Read-only run page for whoever holds the link, logged in or not; 404 once revoked."""
+    share = _live_share(token)
     return render_run_page(request, share.run, role=None, share=share)
+
+
+def shared_prompts_page(request: HttpRequest, token: str) -> HttpResponse:
+    """The run's prompts view through its share link, read-only; 404 once revoked."""
+    share = _live_share(token)
+    return render_prompts_page(request, share.run, share=share)
 
 
 @login_required

@@ -4,6 +4,7 @@ from studio.sharing import api, pages
 
 urlpatterns = [
     path("share/<str:token>/", pages.shared_run_page, name="share-run"),
+    path("share/<str:token>/prompts/", pages.shared_prompts_page, name="share-run-prompts"),
     path("compare/", pages.compare_page, name="compare"),
     path("api/runs/<int:run_id>/notes/", api.RunNotesView.as_view(), name="run-notes"),
     path("api/notes/<int:note_id>/", api.NoteView.as_view(), name="note"),

@@ -103,14 +103,26 @@ class LiveStudio:
         self.children.stop_all()
 
     @contextlib.contextmanager
-    def synthetic_run(self, history: int, total: int, interval: float, episodes: bool = False) -> Iterator[dict]:
+    def synthetic_run(
+        self,
+        history: int,
+        total: int,
+        interval: float,
+        episodes: bool = False,
+        prompts: bool = False,
+        hints: bool = False,
+        validation: bool = False,
+    ) -> Iterator[dict]:
         """A run written by synthetic_run.py: `history` steps at once, then one every `interval`
-        seconds up to `total` (multi-turn tool episodes with `episodes`); yields what the feeder
-        prints first (the run's id, a session)."""
+        seconds up to `total` (multi-turn tool episodes with `episodes`, a pool of prompts with
+        their per-prompt statistics with `prompts`, a hinted group per step with `hints`,
+        validation every few steps with `validation`); yields what the feeder prints first (the
+        run's id, a session)."""
         log = self.folder / "feeder.log"
+        modes = {"episodes": episodes, "prompts": prompts, "hints": hints, "validation": validation}
         feeder = subprocess.Popen(
             [sys.executable, str(Path(__file__).with_name("synthetic_run.py")), str(history), str(total), str(interval),
-             *(["episodes"] if episodes else [])],
+             *(mode for mode, on in modes.items() if on)],
             cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=log.open("w"), text=True,
         )  # fmt: skip
         try:

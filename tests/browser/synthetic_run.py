@@ -6,10 +6,17 @@ trainer and worker are driven by test_new_user_flow.py; this process reports thr
 same path a worker does (`studio.runs.events.record`: rows and events persisted in one
 transaction, then published to the Redis channel layer), so page, API and websocket are real.
 
-    python tests/browser/synthetic_run.py HISTORY_STEPS TOTAL_STEPS INTERVAL_S [episodes]
+    python tests/browser/synthetic_run.py HISTORY_STEPS TOTAL_STEPS INTERVAL_S [episodes] [prompts] [hints] [validation]
 
 With `episodes` the run is a multi-turn tool run: each rollout is an episode of one to three turns
 that calls a calculator (and, in some, a python tool that raises), with the episode/* metrics.
+With `prompts` the groups come from a pool of POOL rows of fixed difficulty (some always right,
+some never, the rest half the time), the last group of a step repeats its first row ("<id>@2"),
+and each step reports its per-prompt statistics and prompts/*_frac as the trainer does
+(trainers.curriculum.stats.PromptBook, written through studio.runs.prompt_stats).
+With `hints` each step's last group is a hinted retry (curriculum.hints), with the hints/* metrics.
+With `validation` every VALIDATION_EVERY-th step also reports val/ metrics and validation rollouts
+(held-out prompts, split "validation"), as trainers/validation.py does.
 
 Prints one JSON line {"run", "session", "username", "password"} once the history is
 written, then reports one step every INTERVAL_S seconds until TOTAL_STEPS.
@@ -33,13 +40,16 @@ from django.db import transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from studio.accounts.models import OWNER, Team  # noqa: E402
-from studio.runs import episodes, prompts  # noqa: E402
+from studio.runs import episodes, prompt_stats, prompts  # noqa: E402
 from studio.runs.events import record  # noqa: E402
 from studio.runs.models import MetricPoint, Rollout, RolloutScore, Run  # noqa: E402
+from trainers.curriculum.stats import PromptBook  # noqa: E402
 
 PROMPTS_PER_STEP = 4
 GROUP = 8
 SECONDS_PER_STEP = 3.7  # the wall time the history pretends each step took
+POOL = 12  # rows of the `prompts` mode; row k is always right (k < 3), never (3 <= k < 6), else half the time
+VALIDATION_EVERY, VALIDATION_PROMPTS, VALIDATION_K = 2, 3, 4
 
 
 def metrics_at(step: int, total: int, rng: random.Random) -> dict[str, float]:
@@ -78,21 +88,32 @@ def metrics_at(step: int, total: int, rng: random.Random) -> dict[str, float]:
     }
 
 
-def rollouts_at(run: Run, step: int, rng: random.Random) -> list[Rollout]:
+def pool_row(step: int, p: int) -> tuple[str, int, int, float]:
+    """The `prompts` mode's group p of a step: (group id, a, b, chance of a right answer)."""
+    repeat = p == PROMPTS_PER_STEP - 1  # the step's last group draws its first row again
+    k = (step * (PROMPTS_PER_STEP - 1) + (0 if repeat else p)) % POOL
+    chance = 1.0 if k < 3 else 0.0 if k < 6 else 0.5
+    return f"row-{k:02d}" + ("@2" if repeat else ""), 10 + k, 20 + 3 * k, chance
+
+
+def rollouts_at(run: Run, step: int, rng: random.Random, pool: bool = False) -> list[Rollout]:
     """Groups of completions to 'What is a + b?', some right, some wrong, some truncated."""
     rows = []
     for p in range(PROMPTS_PER_STEP):
         a, b = rng.randint(2, 60), rng.randint(2, 60)
         prompt_id = f"add-{(step * PROMPTS_PER_STEP + p) % 500:03d}"
+        chance = min(0.9, 0.1 + step / 200)
+        if pool:
+            prompt_id, a, b, chance = pool_row(step, p)
         [run_prompt] = prompts.upsert(run.pk, [[
             {"role": "system", "content": "Think, then answer inside <answer></answer>."},
             {"role": "user", "content": f"What is {a} + {b}?"},
         ]])  # fmt: skip
         group = []
         for sample in range(GROUP):
-            right = rng.random() < min(0.9, 0.1 + step / 200)
+            right = rng.random() < chance
             answer = a + b if right else a + b + rng.choice([-10, -1, 1, 2])
-            truncated = rng.random() < 0.08
+            truncated = not pool and rng.random() < 0.08
             if truncated:
                 text = f"<think>Count up from {a}, adding {b} one at a time: " + " ".join(str(a + i) for i in range(12))
             else:
@@ -176,14 +197,68 @@ def as_episode(row: Rollout, a: int, b: int, rng: random.Random) -> Rollout:
     return row
 
 
-def report_step(run: Run, step: int, total: int, rng: random.Random, wall_time: float) -> None:
+def observe(book: PromptBook, step: int, rollouts: list[Rollout]) -> list[dict]:
+    """The step's groups into the book, as the trainer's loop does (a right answer passes); the
+    statistic of each group drawn, as Reporter.prompt_stats carries them."""
+    groups: dict[str, list[bool]] = {}
+    for r in rollouts:
+        groups.setdefault(r.prompt_id, []).append(r.scores["correct"]["score"] >= 1.0)
+    return [book.observe(step, group_id.split("@")[0], passes).event() for group_id, passes in groups.items()]
+
+
+def as_hinted(row: Rollout) -> Rollout:
+    """The rollout as a hinted retry (trainers.curriculum.hints): its group is the prompt's second of
+    the step, and its answer began with the start of the reference solution."""
+    a, b = (int(n) for n in row.run_prompt.content[-1]["content"][len("What is ") : -1].split(" + "))
+    row.prompt_id, row.hinted, row.hint, row.hint_fraction = f"{row.prompt_id}@2", True, f"<think>{a} plus {b}:", 0.5
+    return row
+
+
+def validation_at(run: Run, step: int, rng: random.Random) -> tuple[dict[str, float], list[Rollout]]:
+    """val/ metrics and the validation rollouts behind them: k samples of a few held-out sums."""
+    rows = []
+    for p in range(VALIDATION_PROMPTS):
+        a, b = 70 + p, 30 + p
+        [run_prompt] = prompts.upsert(run.pk, [f"Held out: what is {a} + {b}?"])
+        for sample in range(VALIDATION_K):
+            right = rng.random() < min(0.9, 0.1 + step / 200)
+            text = f"<answer>{a + b if right else a + b + 1}</answer>"
+            score = {"score": float(right), "explanation": f"expected {a + b}", "error": None}
+            rows.append(Rollout(run=run, step=step, prompt_id=str(p + 1), sample_index=sample, run_prompt=run_prompt,
+                                completion=text, preview=text, reward=float(right), num_tokens=len(text) // 3,
+                                scores={"correct": score}, trained=False, split="validation"))  # fmt: skip
+    solved = [sum(r.reward for r in rows[p * VALIDATION_K : (p + 1) * VALIDATION_K]) for p in range(VALIDATION_PROMPTS)]
+    mean = sum(r.reward for r in rows) / len(rows)
+    values = {
+        "val/reward/mean": mean,
+        "val/reward/std": (sum((r.reward - mean) ** 2 for r in rows) / len(rows)) ** 0.5,
+        "val/reward/correct/mean": mean,
+        "val/pass@1": sum(c / VALIDATION_K for c in solved) / VALIDATION_PROMPTS,
+        "val/pass@4": sum(c > 0 for c in solved) / VALIDATION_PROMPTS,
+    }
+    return values, rows
+
+
+def report_step(run: Run, step: int, total: int, rng: random.Random, wall_time: float,
+                book: PromptBook | None = None, validation: bool = False) -> None:  # fmt: skip
     values = metrics_at(step, total, rng)
-    rollouts = rollouts_at(run, step, rng)
+    rollouts = rollouts_at(run, step, rng, pool=book is not None)
+    stats = observe(book, step, rollouts) if book is not None else []
+    if book is not None:
+        values |= book.fractions()
+    if validation and step % VALIDATION_EVERY == 0:
+        val_values, val_rows = validation_at(run, step, rng)
+        values |= val_values
+        rollouts += val_rows
     if run.spec.get("environment"):
         values |= episode_metrics(rng)
         for row in rollouts:
             a, b = (int(n) for n in row.run_prompt.content[-1]["content"][len("What is ") : -1].split(" + "))
             as_episode(row, a, b, rng)
+    if run.spec.get("curriculum", {}).get("hints"):  # the step's last group is a hinted retry
+        values |= {"hints/groups_hinted": 1.0, "hints/hinted_pass_rate": rng.random(), "hints/mean_fraction": 0.5}
+        for row in rollouts[-GROUP:]:
+            as_hinted(row)
     with transaction.atomic():
         MetricPoint.objects.bulk_create(
             MetricPoint(run=run, step=step, key=k, value=v, wall_time=wall_time) for k, v in values.items()
@@ -194,6 +269,7 @@ def report_step(run: Run, step: int, total: int, rng: random.Random, wall_time: 
             for r in rows
             for name, s in r.scores.items()
         )
+        prompt_stats.record(run.pk, step, stats)
         line = f"step {step}/{total} reward {values['reward/mean']:.3f} kl {values['actor/kl']:.4f}"
         record(
             run.pk,
@@ -206,7 +282,7 @@ def report_step(run: Run, step: int, total: int, rng: random.Random, wall_time: 
         )
 
 
-def create_run(total: int, with_episodes: bool = False) -> tuple[Run, str]:
+def create_run(total: int, with_episodes: bool = False, with_hints: bool = False) -> tuple[Run, str]:
     user = get_user_model().objects.create_user("alice", password="pw-alice-123")
     team = Team.objects.create(name="Reasoning")
     team.add_member(user, OWNER)
@@ -217,6 +293,8 @@ def create_run(total: int, with_episodes: bool = False) -> tuple[Run, str]:
     }
     if with_episodes:
         spec["environment"] = {"kind": "tools", "params": {"tools": ["calculator", "python"]}, "max_turns": 3}
+    if with_hints:
+        spec["curriculum"] = {"hints": True, "hint_field": "answer"}
     run = Run.objects.create(
         team=team,
         name="grpo-arith",
@@ -237,14 +315,17 @@ def create_run(total: int, with_episodes: bool = False) -> tuple[Run, str]:
 def main() -> None:
     history, total, interval = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
     rng = random.Random(3)
-    run, session = create_run(total, with_episodes=sys.argv[4:] == ["episodes"])
+    modes = set(sys.argv[4:])
+    run, session = create_run(total, with_episodes="episodes" in modes, with_hints="hints" in modes)
+    book = PromptBook([f"row-{k:02d}" for k in range(POOL)]) if "prompts" in modes else None
+    validation = "validation" in modes
     start = time.time() - history * SECONDS_PER_STEP
     for step in range(1, history + 1):
-        report_step(run, step, total, rng, start + step * SECONDS_PER_STEP)
+        report_step(run, step, total, rng, start + step * SECONDS_PER_STEP, book, validation)
     print(json.dumps({"run": run.pk, "session": session, "username": "alice", "password": "pw-alice-123"}), flush=True)
     for step in range(history + 1, total + 1):
         time.sleep(interval)
-        report_step(run, step, total, rng, time.time())
+        report_step(run, step, total, rng, time.time(), book, validation)
     record(run.pk, [("status", None, {"state": "succeeded", "detail": "finished"})], state="succeeded")
 
 

@@ -340,10 +340,12 @@ def test_the_timing_panel_is_the_one_drawn_stacked(tmp_path):
     assert got == [True, False]
 
 
-# Forms as the inspector's filter bar fills them (prompt_id is an API filter the bar has no field for).
+# Forms as the inspector's filter bar fills them (prompt_id is an API filter the bar has no field for;
+# prompt, a row's rollouts with its repeats, is the field the prompts view's links fill).
 LIVE_FORMS = [
     {}, {"step_min": "2", "step_max": "4"}, {"reward_min": "0.5"}, {"reward_max": "0"},
     {"finish_reason": "length"}, {"trained": "0"}, {"trained": "1", "step_min": "1"}, {"prompt_id": "p3"},
+    {"prompt": "p3"}, {"prompt": "p3", "prompt_id": "p3@2"}, {"prompt": "p"},
     {"criterion": "correct", "score_min": "0.5"}, {"criterion": "style", "score_max": "0.3"},
     {"score_min": "1"},  # no criterion: the bar drops the score range, which the API would refuse
     {"note": "*"}, {"note": "good"}, {"order": "-reward", "reward_min": "0.5", "finish_reason": "stop"},
@@ -355,7 +357,9 @@ def test_a_live_rollout_passes_the_filters_exactly_when_the_server_would_list_it
     rows = []
     for i in range(12):
         scores = {"correct": (i % 3) / 2} | ({"style": (i % 4) / 4} if i % 2 else {})
-        row = Rollout.objects.create(run=run, step=i // 2, prompt_id=f"p{i // 2}", sample_index=i % 2, run_prompt=prompt_of(run, ""),
+        # Row p3 is drawn twice in step 3 (its second group "p3@2"), and "p3x" is another row.
+        prompt_id = {7: "p3@2", 9: "p3x"}.get(i, f"p{i // 2}")
+        row = Rollout.objects.create(run=run, step=i // 2, prompt_id=prompt_id, sample_index=i % 2, run_prompt=prompt_of(run, ""),
                                      completion="x", preview="x", reward=[0.0, 0.5, 1.0][i % 3],
                                      finish_reason="length" if i % 4 == 0 else "stop", trained=i % 5 != 0,
                                      scores={c: {"score": v} for c, v in scores.items()})  # fmt: skip
@@ -458,3 +462,26 @@ def test_live_episodes_pass_the_turn_and_tool_filters_as_the_server_applies_them
     )
     assert got["params"] == form  # each one is a parameter the server reads (its rules name it)
     assert got["hits"] == want
+
+
+@pytest.mark.parametrize(
+    ("split", "live"),
+    [("", ["train"]), ("train", ["train"]), ("validation", ["validation"]), ("all", ["train", "validation"])],
+    ids=["default", "training", "validation", "all"],
+)
+def test_live_rollouts_pass_the_split_filter_as_the_server_applies_it(tmp_path, split, live):
+    # Empty: the server's default (training), as a client that sends no split gets.
+    items = [{**rollout(9, 0), "split": "train"}, {**rollout(9, 1), "split": "validation"}]
+    got = run_js(
+        tmp_path,
+        FAKE_DOM
+        + f"""
+        const form = {{ split: {json.dumps(split)} }};
+        globalThis.FormData = class {{ get(name) {{ return form[name] ?? null; }} }};
+        const {{ Inspector }} = await import("./inspector.js");
+        const inspector = new Inspector(root, {{ api: null, runId: 1, rules }});
+        const params = inspector.params();
+        console.log(JSON.stringify({json.dumps(items)}.filter((it) => inspector.matches(it, params)).map((it) => it.split)));
+        """,
+    )
+    assert got == live

@@ -26,7 +26,7 @@ const NEWEST_FIRST = "-step";
 // The API parameters the filter form may send, from the server's rollout rules.
 function filterParams(r) {
   return [...r.bounds.map((b) => b.param), ...r.equals, ...r.flags, ...r.counts, ...r.members.map((m) => m.param),
-    r.criterion.param, r.criterion.min, r.criterion.max, r.text, "order"];
+    r.criterion.param, r.criterion.min, r.criterion.max, r.prompt.param, r.text, r.split.param, "order"];
 }
 
 function renderText(value) {
@@ -81,7 +81,20 @@ function episodeSummary(it) {
   if (it.tool_calls) marks.push(`<span class="chip" title="${esc((it.tools_used || []).join(", "))}">${plural(it.tool_calls, "tool call")}</span>`);
   if (it.tool_errors) marks.push(`<span class="tag tool-errors">${plural(it.tool_errors, "tool error")}</span>`);
   if (it.ended_at_limit) marks.push(`<span class="tag" title="the episode ended at its ${esc(it.end_reason)}">at limit</span>`);
+  if (it.hinted) marks.push(hintedBadge(it));
   return marks.join("");
+}
+
+// A hinted retry of a prompt whose group all failed: its answer began with the start of the
+// reference solution (the hint), which the model continued and was never trained on.
+function hintedBadge(it) {
+  const share = it.hint_fraction != null ? ` ${Math.round(it.hint_fraction * 100)}%` : "";
+  return `<span class="tag hinted" data-hinted title="hinted retry: the answer began with${share} of the reference solution">hinted${share}</span>`;
+}
+
+function hintHtml(r) {
+  return `<div class="hint" title="The hint: the start of the reference solution, given as the start of the answer; never trained on">
+    <span class="hint-label">hint · ${Math.round((r.hint_fraction ?? 0) * 100)}% of the solution · not trained on</span><pre data-hint>${esc(r.hint)}</pre></div>`;
 }
 
 // Windows of one field from the text/ endpoint, joined: text to text, message to message, and for
@@ -208,6 +221,14 @@ export class Inspector {
     // While the detail is open, moving also opens the next rollout: read them one after another.
     this.select(next, this.openId !== null);
     if (next >= this.items.length - 5 && (this.nextCursor || this.canResume)) this.loadMore();
+  }
+
+  // Filters named in the page's address (?prompt=<id> from the prompts view) fill the form.
+  prefill(search) {
+    for (const name of this.filterParams) {
+      const control = this.form.elements[name];
+      if (control && search.get(name)) control.value = search.get(name);
+    }
   }
 
   params() {
@@ -371,12 +392,21 @@ export class Inspector {
       <td class="num">${it.step}</td>
       <td class="prompt-cell" title="${esc(it.prompt_preview)}"><span class="prompt-text">${esc(it.prompt_preview)}</span><span class="muted mono">${esc(it.prompt_id)}#${it.sample_index}</span></td>
       <td class="num reward ${rewardClass(it.reward)}">${fmt(it.reward, 3)}</td>
-      <td class="num">${fmt(it.advantage, 3)}${it.trained === false ? ' <span class="tag untrained" title="not trained: its group was dropped by dynamic sampling or generated beyond the batch">untrained</span>' : ""}</td>
+      <td class="num">${fmt(it.advantage, 3)}${this.splitTag(it)}</td>
       <td class="num">${it.num_tokens}</td>
       <td><span class="finish finish-${esc(it.finish_reason)}">${esc(it.finish_reason)}</span></td>
       <td class="scores col-wide">${scores}</td>
       <td class="preview">${marks}${episodeSummary(it)}${esc(it.preview)}</td>
     </tr>`;
+  }
+
+  // A validation rollout (a held-out prompt sampled after the step) says so; a training rollout
+  // that was not trained on (dynamic sampling dropped its group, or the batch was full) says that.
+  splitTag(it) {
+    if ((it.split || this.rules.split.default) !== this.rules.split.default) {
+      return ` <span class="tag split-${esc(it.split)}" title="sampled from a held-out prompt after this step; never trained on">${esc(it.split)}</span>`;
+    }
+    return it.trained === false ? ' <span class="tag untrained" title="not trained: its group was dropped by dynamic sampling or generated beyond the batch">untrained</span>' : "";
   }
 
   // The whole list at once: after a reload's first page, or when note marks change.
@@ -519,6 +549,10 @@ export class Inspector {
       if (p[field] && (it[field] > 0) !== r.flag_true.includes(p[field].trim().toLowerCase())) return false;
     }
     for (const { param, field } of r.members) if (p[param] && !(it[field] || []).includes(p[param].trim())) return false;
+    const row = (p[r.prompt.param] || "").trim(); // a dataset row: its id, or a repeat's "<id>@<k>"
+    if (row && it[r.prompt.field] !== row && !String(it[r.prompt.field]).startsWith(row + r.prompt.repeat_mark)) return false;
+    const split = p[r.split.param] || r.split.default;
+    if (split !== r.split.all && (it.split || r.split.default) !== split) return false;
     if (p[r.notes.any] || p[r.notes.tag]) return false; // a rollout that just arrived carries no note yet
     const criterion = p[r.criterion.param];
     if (criterion) {
@@ -590,12 +624,13 @@ export class Inspector {
     this.detail.innerHTML = `
       <header class="detail-head">
         <div>
-          <h3>Step ${r.step} · <span class="mono">${esc(r.prompt_id)}</span> · sample ${r.sample_index}${group.length ? ` of ${group.length}` : ""}</h3>
+          <h3>Step ${r.step}${this.splitTag(r)} · <span class="mono">${esc(r.prompt_id)}</span> · sample ${r.sample_index}${group.length ? ` of ${group.length}` : ""}</h3>
           <div class="stats">
             <span class="stat">reward <b class="reward ${rewardClass(r.reward)}" data-field="reward">${fmt(r.reward, 4)}</b></span>
             <span class="stat">advantage <b>${fmt(r.advantage, 4)}</b></span>
             <span class="stat">length <b>${r.num_tokens}</b> tokens</span>
             <span class="stat">finish <b class="finish finish-${esc(r.finish_reason)}">${esc(r.finish_reason)}</b></span>
+            ${r.hinted ? hintedBadge(r) : ""}
             ${r.turns ? `<span class="stat">${plural(r.num_turns, "turn")} · ${plural(r.tool_calls, "tool call")}${r.tool_errors ? ` · <b class="error">${plural(r.tool_errors, "tool error")}</b>` : ""} · ended <b data-field="end_reason">${esc(r.end_reason)}</b></span>` : ""}
           </div>
         </div>
@@ -604,7 +639,7 @@ export class Inspector {
       <section><h4>Prompt</h4><div class="textblock prompt">${renderText(r.prompt)}</div>${this.showAllButton(r, "prompt")}</section>
       ${r.turns
         ? `<section><h4>Episode</h4><div class="textblock completion episode">${renderEpisode(r.turns)}</div>${this.showAllButton(r, "turns")}</section>`
-        : `<section><h4>Completion</h4><div class="textblock completion">${renderText(r.completion)}</div>${this.showAllButton(r, "completion")}</section>`}
+        : `<section><h4>Completion</h4><div class="textblock completion">${r.hinted ? hintHtml(r) : ""}${renderText(r.completion)}</div>${this.showAllButton(r, "completion")}</section>`}
       <section><h4>Criteria</h4><table class="criteria">${criteria || '<tr><td class="muted">no criterion scores</td></tr>'}</table></section>
       ${group.length > 1 ? `<section><h4>Group: ${group.length} completions of this prompt</h4><div class="siblings">${siblings}</div></section>` : ""}
       <section class="rollout-notes"><h4>Notes</h4><div data-notes-list></div>${this.canNote ? this.noteForm() : ""}</section>`;

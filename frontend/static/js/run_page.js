@@ -156,6 +156,7 @@ async function main() {
     onChange: () => inspector?.onNotesChanged(),
   });
   inspector = new Inspector(inspectorRoot, { api, runId, rules, criteria: config.criteria, notes, canNote: config.can_note });
+  inspector.prefill(new URLSearchParams(window.location.search));
   if (config.can_share) new SharePanel(document.querySelector("[data-share-panel]"), { api, runId }).load();
 
   const [cursor] = await Promise.all([board.load(), inspector.reload(), notes.load()]);

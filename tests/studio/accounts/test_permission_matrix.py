@@ -44,7 +44,7 @@ from studio.environments.models import Environment
 from studio.experiments.models import Experiment
 from studio.rubrics.models import Rubric
 from studio.runs import events
-from studio.runs.models import Checkpoint, Rollout, Run
+from studio.runs.models import Checkpoint, PromptStat, Rollout, Run
 from studio.sharing.models import Note, ShareLink
 from tests.studio import people
 from tests.studio.base import RUBRIC, StudioTestCase, model_folder
@@ -169,6 +169,8 @@ API_POLICY = [
     row("GET",    "/api/runs/{run}/rollouts/{rollout}/",           200,  200,  200,  404,  403, guest=200),
     row("GET",    "/api/runs/{run}/rollouts/{rollout}/text/?field=prompt", 200, 200, 200, 404, 403, guest=200),
     row("GET",    "/api/runs/{run}/metrics/",                      200,  200,  200,  404,  403, guest=200),
+    row("GET",    "/api/runs/{run}/prompts/",                      200,  200,  200,  404,  403, guest=200),
+    row("GET",    "/api/runs/{run}/prompts/{prompt}/",               200,  200,  200,  404,  403, guest=200),
     row("GET",    "/api/compare/?runs={run}",                      200,  200,  200,  404,  403, guest=403),
     # --- notes: members read; owners and editors write; the author or an owner deletes
     row("GET",    "/api/runs/{run}/notes/",                        200,  200,  200,  404,  403, guest=200),
@@ -194,6 +196,8 @@ class StudioCells(StudioTestCase):
     def setUp(self) -> None:
         super().setUp()
         self.run = self.make_run(state="running")
+        PromptStat.objects.create(run=self.run, prompt_id="p0", draws=1, alpha=2.0, beta=1.0, pass_rate=2 / 3,
+                                  pass_rate_std=0.24, last_step=1, status="solved", history=[[1, 1, 1]])  # fmt: skip
         self.rollout = Rollout.objects.create(run=self.run, step=1, prompt_id="p0", sample_index=0, run_prompt=prompt_of(self.run, "2+2?"),
                                               completion="4", preview="4", reward=1.0)  # fmt: skip
         self.guest_link = ShareLink.objects.create(run=self.run, created_by=self.alice)
@@ -255,6 +259,9 @@ class StudioCells(StudioTestCase):
 
     def cell_rollout(self, role):
         return self.rollout.pk
+
+    def cell_prompt(self, role):
+        return "p0"  # the row id of the run's one prompt statistic
 
     def cell_fresh_team_name(self, role):
         return f"team {next(SERIAL)}"  # team names are unique

@@ -108,3 +108,39 @@ class ExperimentFormLayoutTest(StudioTestCase):
         cost = self.client.get(f"/experiments/{self.experiment.pk}/edit/").context["step_cost"]
         self.assertEqual(cost, StepCost(prompts=8, group=4, new_tokens=64, prompt_tokens=512, rounds=3, passes=2))
         self.assertEqual((cost.generated, cost.trained), (3 * 32 * 64, 32 * (512 + 64)))
+
+
+class ValidationSectionTest(StudioTestCase):
+    """The Validation group (RunSpec.validation, optional): shown like any section, saved only when
+    a held-out source is given, and refused beside its field when the settings cannot work."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.client.force_login(self.bob)
+
+    def post(self, **fields):
+        body = {"team": self.team.pk, "name": "with validation", "dataset": self.dataset.pk, "rubric": self.rubric.pk,
+                "model_path": "/m", "preset": "grpo", "validation.every_n_steps": "5",
+                "validation.samples_per_prompt": "4", "validation.at_start": "on", **fields}  # fmt: skip
+        return self.client.post("/experiments/new/", body)
+
+    def test_the_form_has_a_validation_group_with_its_fields(self):
+        response = self.client.get("/experiments/new/")
+        validation = group(response, "validation")
+        self.assertEqual(validation.title, "Validation")
+        self.assertIn("validation.holdout_fraction", {f.name for f in validation.fields})
+
+    def test_without_a_held_out_source_no_validation_is_saved(self):
+        self.assertEqual(self.post().status_code, 302)
+        self.assertNotIn("validation", Experiment.objects.get(name="with validation").config)
+
+    def test_a_holdout_fraction_saves_the_section(self):
+        self.assertEqual(self.post(**{"validation.holdout_fraction": "0.2"}).status_code, 302)
+        saved = Experiment.objects.get(name="with validation").config["validation"]
+        self.assertEqual((saved["holdout_fraction"], saved["every_n_steps"], saved["at_start"]), (0.2, 5, True))
+
+    def test_both_sources_are_refused_beside_the_field(self):
+        response = self.post(**{"validation.holdout_fraction": "0.2", "validation.path": "held_out.jsonl"})
+        self.assertEqual(response.status_code, 200)
+        self.assertIn("not both", field(response, "validation.holdout_fraction").error)
+        self.assertTrue(group(response, "validation").has_error)

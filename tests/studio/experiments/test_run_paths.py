@@ -36,6 +36,24 @@ class RunPathsTest(StudioTestCase):
                 self.assertIn("not one of this team's datasets", response.json()["data.path"])
         self.assertFalse(Run.objects.filter(team=self.team).exists())
 
+    def test_a_held_out_validation_dataset_is_checked_like_the_training_data(self):
+        upload = self.data_dir / "datasets" / "77aa" / "their_val.jsonl"
+        upload.parent.mkdir(parents=True)
+        write_jsonl(upload, ROWS)
+        Dataset.objects.create(
+            team=self.other_team, name="their val", source="upload", path=str(upload), format="jsonl"
+        )
+        response = self.launch({"validation": {"path": str(upload)}})
+        self.assertEqual(response.status_code, 400)
+        self.assertIn("not one of this team's datasets", response.json()["validation.path"])
+        response = self.launch({"validation": {"path": str(self.tmp / "v.jsonl"), "split": "../train"}})
+        self.assertIn("a split is a name", response.json()["validation.split"])
+        self.assertFalse(Run.objects.filter(team=self.team).exists())
+        held_out = write_jsonl(self.tmp / "held_out.jsonl", ROWS)
+        response = self.launch({"validation": {"path": str(held_out), "every_n_steps": 5}})
+        self.assertEqual(response.status_code, 201)
+        self.assertEqual(Run.objects.get(pk=response.json()["id"]).spec["validation"]["path"], str(held_out))
+
     def test_launch_accepts_a_file_a_dataset_could_be_registered_from(self):
         path = write_jsonl(self.tmp / "more.jsonl", ROWS)
         self.assertEqual(self.launch({"data": {"path": str(path)}}).status_code, 201)

@@ -28,7 +28,10 @@ def trainer_metric_keys() -> set[str]:
     episode = {"episode/turns_mean", "episode/tool_calls_mean", "episode/tool_calls/calculator",
                "episode/tool_error_rate", "episode/well_formed_call_rate", "episode/answered_frac",
                "episode/observation_tokens_mean", "episode/ended_at_limit_frac", "timing/tool_s"}  # fmt: skip
-    return set(STEP_KEYS) | set(losses) | set(gaps) | step | evaluation | episode
+    # Validation during training's (trainers/validation.py, k = 4, the letter criterion).
+    validation = {"val/reward/mean", "val/reward/std", "val/reward/letter/mean", "val/pass@1", "val/pass@2",
+                  "val/pass@4", "timing/validation_s"}  # fmt: skip
+    return set(STEP_KEYS) | set(losses) | set(gaps) | step | evaluation | episode | validation
 
 
 # Where each lands; None: no panel claims it, so the page draws it in its namespace's panel.
@@ -53,7 +56,11 @@ EXPECTED = {
     "episode/well_formed_call_rate": "tool_quality", "episode/answered_frac": "episode_ends",
     "episode/ended_at_limit_frac": "episode_ends", "episode/observation_tokens_mean": "observation",
     "timing/tool_s": "tool_time",
+    "prompts/solved_frac": "prompts", "prompts/learnable_frac": "prompts", "prompts/never_solved_frac": "prompts",
+    "prompts/unseen_frac": "prompts",
     "eval/reward/mean": None, "eval/reward/std": None, "eval/reward/any/mean": None, "eval/pass@2": None,
+    "val/reward/mean": "val_reward", "val/reward/std": "val_reward", "val/reward/letter/mean": "val_criteria",
+    "val/pass@1": "val_pass", "val/pass@2": "val_pass", "val/pass@4": "val_pass", "timing/validation_s": "timing_other",
 }  # fmt: skip
 
 
@@ -74,8 +81,22 @@ def test_a_key_lands_in_the_first_panel_that_claims_it():
     assert panel_for("episode/something_new").id == "episode_other"
 
 
-def test_only_the_time_per_step_panel_stacks():
-    assert [p.id for p in PANELS if p.stacked] == ["timing"]
+def test_only_the_panels_of_parts_of_a_whole_stack():
+    # Time per step is the sum of its phases; the prompts' status fractions sum to 1.
+    assert [p.id for p in PANELS if p.stacked] == ["timing", "prompts"]
+
+
+def test_the_prompt_status_fractions_share_the_prompts_panel():
+    keys = ["prompts/solved_frac", "prompts/learnable_frac", "prompts/never_solved_frac", "prompts/unseen_frac"]
+    assert {panel_for(key).id for key in keys} == {"prompts"}
+    assert panel_for("prompts/solved_frac").title == "Prompts: solved / learnable / never solved"
+    assert panel_for("prompts/other") is None
+
+
+def test_validation_curves_sit_beside_their_training_curves():
+    # The grid fills rows left to right: each val/ panel follows the training panel it mirrors.
+    ids = [p.id for p in PANELS]
+    assert ids[:5] == ["reward", "val_reward", "criteria", "val_criteria", "val_pass"]
 
 
 def test_every_pattern_is_anchored_and_compiles_for_ascii_keys():

@@ -120,3 +120,17 @@ def test_bad_parameters_are_named(api, alice, run):
     assert "order" in api.get(url(run, order="best")).json()
     assert "cursor" in api.get(url(run, cursor="nonsense")).json()
     assert "step_min" in api.get(url(run, step_min="x")).json()
+
+
+def test_the_prompt_filter_finds_a_rows_rollouts_with_its_repeats_in_a_step_and_nothing_else(api, alice, run):
+    # "a@2" is row a drawn a second time in step 1; "ab", "A" and "xa@2" are other rows.
+    want = [
+        make(run, 1, 0, 1.0, prompt_id="a"),
+        make(run, 1, 1, 0.0, prompt_id="a@2"),
+        make(run, 4, 0, 1.0, prompt_id="a"),
+    ]
+    for pid in ("ab", "A", "xa@2", "b"):
+        make(run, 2, 0, 1.0, prompt_id=pid)
+    api.force_authenticate(alice)
+    assert sorted(walk(api, run, prompt="a", limit=2)) == sorted(r.pk for r in want)
+    assert walk(api, run, prompt="a", prompt_id="a@2") == [want[1].pk]  # one group of it

@@ -49,6 +49,8 @@ def rule_params(rules: dict) -> set[str]:
         rules["text"],
         notes["any"],
         notes["tag"],
+        rules["prompt"]["param"],
+        rules["split"]["param"],
         "order",
     }
 

@@ -1,0 +1,137 @@
+// The prompts view of a run (/runs/<id>/prompts/, /share/<token>/prompts/): the run's per-prompt
+// statistics from /api/runs/<id>/prompts/, sorted and filtered by status on the server, in keyset
+// pages. Read on load and on Refresh, not live: a table re-sorted under the reader's eyes at every
+// step would be hard to read. Each row links to its rollouts over time in the run page's inspector.
+
+import { Api, esc, fmt, readConfig } from "./api.js";
+import { initTheme } from "./theme.js";
+
+const PAGE = 50;
+const SPARK_W = 140;
+const SPARK_H = 26;
+
+// Each draw's pass rate (passed / samples), oldest to newest, as a small SVG line with dots.
+export function sparkline(history) {
+  const points = history.filter(([, , samples]) => samples > 0).map(([step, passed, samples]) => [step, passed / samples]);
+  if (!points.length) return '<span class="muted">–</span>';
+  const x = (i) => (points.length === 1 ? SPARK_W / 2 : 3 + (i * (SPARK_W - 6)) / (points.length - 1));
+  const y = (rate) => 3 + (1 - rate) * (SPARK_H - 6);
+  const coords = points.map(([, rate], i) => `${x(i).toFixed(1)},${y(rate).toFixed(1)}`);
+  const title = points.map(([step, rate]) => `step ${step}: ${fmt(rate, 2)}`).join("\n");
+  const dots = points.map(([, rate], i) => `<circle cx="${x(i).toFixed(1)}" cy="${y(rate).toFixed(1)}" r="1.8"></circle>`).join("");
+  return `<svg class="sparkline" width="${SPARK_W}" height="${SPARK_H}" viewBox="0 0 ${SPARK_W} ${SPARK_H}" role="img"
+    aria-label="pass rate per draw"><title>${esc(title)}</title><line class="axis" x1="0" x2="${SPARK_W}" y1="${y(0.5)}" y2="${y(0.5)}"></line>
+    <polyline points="${coords.join(" ")}"></polyline>${dots}</svg>`;
+}
+
+export class PromptsTable {
+  constructor(root, { api, config }) {
+    this.root = root;
+    this.api = api;
+    this.config = config;
+    this.form = root.querySelector("form.prompts-filters");
+    this.tbody = root.querySelector("tbody");
+    this.more = root.querySelector("[data-load-more]");
+    this.shown = root.querySelector("[data-shown]");
+    this.items = [];
+    this.nextCursor = null;
+    this.version = 0;
+    this.form.addEventListener("change", () => this.reload());
+    this.more.addEventListener("click", () => this.loadMore());
+  }
+
+  params() {
+    const data = new FormData(this.form);
+    const params = { order: data.get("order") || this.config.default_order, limit: PAGE };
+    if (data.get("status")) params.status = data.get("status");
+    return params;
+  }
+
+  async reload() {
+    this.version += 1;
+    this.items = [];
+    this.nextCursor = null;
+    this.tbody.innerHTML = "";
+    await this.loadMore(true);
+  }
+
+  async loadMore(first = false) {
+    if (!first && !this.nextCursor) return;
+    const version = this.version;
+    const params = this.params();
+    if (!first) params.cursor = this.nextCursor;
+    this.root.classList.add("is-loading");
+    try {
+      const page = await this.api.get(`/api/runs/${this.config.run.id}/prompts/`, params);
+      if (version !== this.version) return;
+      this.nextCursor = page.next_cursor || null;
+      this.items.push(...page.results);
+      this.tbody.insertAdjacentHTML("beforeend", page.results.map((it) => this.rowHtml(it)).join(""));
+      this.showCounts(page.counts);
+    } catch (err) {
+      if (version === this.version) this.tbody.innerHTML = `<tr class="error"><td colspan="8">${esc(err.message)}</td></tr>`;
+    } finally {
+      if (version === this.version) {
+        this.root.classList.remove("is-loading");
+        this.more.hidden = !this.nextCursor;
+        if (!this.items.length && !this.tbody.querySelector("tr.error")) {
+          this.tbody.innerHTML = '<tr class="empty"><td colspan="8" class="muted">No prompt statistics yet, or none with this status.</td></tr>';
+        }
+        this.shown.textContent = `${this.items.length}${this.nextCursor ? "+" : ""} shown`;
+      }
+    }
+  }
+
+  showCounts(counts) {
+    let total = 0;
+    for (const [status, n] of Object.entries(counts || {})) {
+      total += n;
+      const label = this.form.querySelector(`[data-count="${status}"]`);
+      if (label) label.textContent = `(${n})`;
+    }
+    this.form.querySelector('[data-count=""]').textContent = `(${total})`;
+  }
+
+  // The run page's inspector, filtered to this row's rollouts (its "@k" repeats too).
+  rolloutsUrl(promptId) {
+    const query = new URLSearchParams({ [this.config.prompt_param]: promptId });
+    return `${this.config.run_url}?${query}#rollouts`;
+  }
+
+  rowHtml(it) {
+    const status = this.config.statuses[it.status] || it.status;
+    const text = it.preview ? `<span class="prompt-text">${esc(it.preview)}</span>` : "";
+    return `<tr data-prompt-id="${esc(it.prompt_id)}" data-status="${esc(it.status)}">
+      <td class="prompt-cell" title="${esc(it.preview)}">${text}<span class="muted mono">${esc(it.prompt_id)}</span></td>
+      <td><span class="badge prompt-status status-${esc(it.status)}">${esc(status)}</span></td>
+      <td class="num" data-field="pass_rate">${fmt(it.pass_rate, 3)}</td>
+      <td class="num muted" data-field="pass_rate_std">${fmt(it.pass_rate_std, 2)}</td>
+      <td class="num" data-field="draws">${it.draws}</td>
+      <td class="num" data-field="last_step">${it.last_step}</td>
+      <td class="spark" title="${it.history_length} draws">${sparkline(it.history)}</td>
+      <td><a href="${esc(this.rolloutsUrl(it.prompt_id))}" data-rollouts-link>rollouts →</a></td>
+    </tr>`;
+  }
+}
+
+async function main() {
+  initTheme();
+  const config = readConfig("prompts-config");
+  const api = new Api({ shareToken: config.share_token });
+  const table = new PromptsTable(document.querySelector("[data-prompts]"), { api, config });
+  document.querySelector("[data-prompts-refresh]").addEventListener("click", () => table.reload());
+  await table.reload();
+  window.studioPromptsPage = { table }; // for the browser test and the console
+  document.body.dataset.ready = "1";
+}
+
+if (typeof document !== "undefined" && document.querySelector("[data-prompts]")) {
+  main().catch((err) => {
+    console.error(err);
+    const box = document.querySelector("[data-page-error]");
+    if (box) {
+      box.hidden = false;
+      box.innerHTML = `Could not load the prompts: ${esc(err.message)}`;
+    }
+  });
+}
