@@ -1,51 +1,68 @@
-"""Seconds per GRPO step: our loop (`trainers.loop`) against TRL's `GRPOTrainer`, same machine.
+"""Seconds per GRPO step and peak memory: our loop (`trainers.loop`) against TRL's `GRPOTrainer`.
 
-    pip install "trl==0.25.1"        # for this benchmark only (not in requirements.txt);
-                                     # 0.25.1 accepts transformers 4.57 and leaves torch alone
-    python bench/trainer_vs_trl.py                  # both sizes
-    python bench/trainer_vs_trl.py --sizes tiny --rounds 3 --steps 4
+    pip install "trl==1.16.0"        # for this benchmark only (not in requirements.txt); it adds
+                                     # nothing else to the project's venv (pip install --dry-run)
+    python bench/trainer_vs_trl.py --quick          # a few minutes: every case, tiny shapes, one step
+    python bench/trainer_vs_trl.py                  # every case, float32 and bfloat16 (30-40 min)
+    python bench/trainer_vs_trl.py --cases real --precisions bfloat16
 
-Same model (built by `trainers.tiny`, "tiny" ~1 M and "small" ~14 M parameters), same
-prompts, same reward (our rubric, called from TRL through a reward function), same GRPO
-settings: group size (num_generations), prompts per step, max new tokens, temperature 1,
-top-p 1, no top-k, lr, AdamW betas, grad-norm clip 1.0, clip epsilon 0.2, one optimisation
-pass (num_iterations=1), beta=0 (no reference model), GRPO loss (per-sequence token mean,
-TRL loss_type="grpo"), group-std advantages, float32 (TRL's bf16 default turned off),
-no gradient checkpointing (TRL turns it on by default), no vLLM, same micro-batch, same
-torch thread count.
+Cases (each in float32 and in bfloat16 unless `--precisions` says otherwise):
 
-Fixed-length completions: both generate exactly `max_new_tokens` tokens per completion,
-so both do the same amount of work. TRL gets `min_new_tokens = max_completion_length`
-(EOS suppressed); our engine is given an end-of-sequence id that never occurs (EOS may
-be sampled, generation just goes on). The printed token counts confirm it.
+- **fixed** (`--sizes tiny,small`): models built by `trainers.tiny` ("tiny" ~1 M, "small"
+  ~14 M parameters, 768-token vocabulary), 8 prompts x 8 completions of exactly 64 tokens.
+  TRL gets `min_new_tokens = max_completion_length` (EOS suppressed); our engine is given an
+  end-of-sequence id that never occurs. The printed token counts confirm both did the same work.
+- **eos**: the same, completions ending when the model samples EOS. A random model almost never
+  samples EOS, so the bench edits the model once, for both trainers (`make_eos_likely`): EOS gets
+  probability about `--eos-prob` per token (lengths roughly geometric, cut at 64).
+- **real** (real shapes): hidden 512, 4 layers, the tiny tokenizer's ids embedded in a
+  151,936-token vocabulary (Qwen's size: the LM head is 84 % of the parameters, as in small
+  Qwen models), 4 prompts x 8 completions of up to 512 tokens with skewed lengths
+  (`make_lengths_skewed`: about 3 in 4 completions end near 16 tokens, the rest run to 512),
+  micro-batch 8. Prints peak resident memory as well.
 
-Ending at EOS (`--cases eos`, run after the fixed-length case by default): completions end
-when the model samples EOS, at different lengths, as real ones do. A randomly initialised
-model almost never samples its EOS, so the bench edits the model once, for both trainers:
-every token's embedding gets one constant dimension and the (tied) EOS row a little more
-in it, which raises EOS's logit by about the same amount at every position, so that EOS is
-sampled with probability about `--eos-prob` per token (lengths roughly geometric, cut at
-`max_new_tokens`). Neither side suppresses or replaces EOS; the printed mean lengths show
-both did the same work.
+Same settings on both sides: prompts, reward (our rubric, called from TRL through a reward
+function), group size (num_generations), max new tokens, temperature 1, top-p 1, no top-k, lr,
+AdamW betas, grad-norm clip 1.0, clip epsilon 0.2 both ways, one optimisation pass
+(num_iterations=1), beta=0 (no reference model), per-sequence token-mean loss (TRL
+`loss_type="grpo"`; its default is "dapo"), group-std advantages (`scale_rewards="group"`),
+token-level importance ratios (`importance_sampling_level="token"`), truncated completions
+trained on (`mask_truncated_completions=False`, our `overlong_filter` off), no gradient
+checkpointing (TRL turns it on by default), no vLLM, same micro-batch, same torch threads.
+Precision: float32 is TRL `bf16=False` and our `optim.precision="float32"`; bfloat16 is TRL
+`bf16=True` (its default: autocast over float32 weights) and our `optim.precision="bfloat16"`.
+Our optimisation options (`optim.logprob_chunk_tokens`, `optim.micro_batching`, ...) keep the
+spec's defaults unless `--ours-optim '{"key": value}'` sets them.
 
-The two run alternately (ours, TRL, ours, TRL, ...) in rounds of `--steps` steps; each
-round starts from a fresh trainer and its first step is a warm-up that is not counted.
+TRL's `use_liger_kernel` stays off: Liger's kernels are Triton kernels, and Triton has no CPU
+backend here (`LigerFusedLinearCrossEntropyLoss` on CPU tensors fails with "0 active drivers
+([]). There should only be one."). TRL 1.16 applies only Liger's layer kernels anyway (RMSNorm,
+RoPE, SwiGLU); its chunked log-probability head (`add_fused_lm_head`: the full logits never
+exist) is always on and is plain torch, so TRL's memory figure includes it.
+
+Every round runs each side in a fresh subprocess (ours, then TRL), so the peak resident set
+(`VmHWM`) is that side's alone (imports, model, optimiser, activations); the first step of
+each round is a warm-up that is not counted.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-INSTALL_HINT = 'TRL is needed for this benchmark only: pip install "trl==0.25.1"'
+INSTALL_HINT = 'TRL is needed for this benchmark only: pip install "trl==1.16.0"'
 QUESTIONS = [
     "What is 12 + 7?",
     "Repeat the letter: k",
@@ -56,6 +73,26 @@ QUESTIONS = [
     "What is 60 + 9?",
     "Write the word seven.",
 ]
+REAL_VOCAB = 151_936  # Qwen2/2.5/3's vocabulary size
+REAL_DIMS = {"hidden": 512, "layers": 4, "heads": 8, "intermediate": 1536}
+PHASES = ("timing/generate_s", "timing/score_s", "timing/old_ref_s", "timing/train_s", "cpu/generate_s")
+
+
+@dataclass
+class Case:
+    """One row of the table: a model, a length regime and a batch shape."""
+
+    size: str  # "tiny", "small" (trainers.tiny) or "real"
+    kind: str  # "fixed", "eos" or "real"
+    prompts: int
+    group_size: int
+    max_new_tokens: int
+    micro_batch: int
+    steps: int  # counted steps per round
+
+    @property
+    def name(self) -> str:
+        return "real shapes" if self.kind == "real" else f"{self.size} {self.kind}"
 
 
 def write_dataset(path: Path, n_prompts: int) -> Path:
@@ -64,56 +101,72 @@ def write_dataset(path: Path, n_prompts: int) -> Path:
     return path
 
 
-def make_spec(model_dir: Path, data_path: Path, out_dir: Path, args: argparse.Namespace):
-    from trainers.spec import RunSpec
+def make_spec(model_dir: Path, data_path: Path, out_dir: Path, case: Case, precision: str, ours_optim: dict) -> dict:
+    """Our RunSpec (as JSON) for a case; validated in the worker, where the spec's fields are known."""
+    optim = {
+        "lr": 1e-5,
+        "prompts_per_step": case.prompts,
+        "micro_batch_size": case.micro_batch,
+        "total_steps": 10_000,
+        "max_grad_norm": 1.0,
+        "seed": 0,
+        **ours_optim,
+    }
+    from trainers.spec import OptimSpec
 
-    return RunSpec.model_validate(
-        {
-            "name": "bench",
-            "model": {"path": str(model_dir), "dtype": "float32", "gradient_checkpointing": False},
-            "data": {"path": str(data_path), "shuffle": False},
-            "rubric": {"criteria": [{"name": "has_a", "kind": "contains", "params": {"keywords": ["a", "e"]}}]},
-            "algorithm": {
-                "group_size": args.group_size,
-                "advantage_estimator": "grpo",
-                "policy_loss": "ppo_clip",
-                "loss_agg_mode": "seq-mean-token-mean",
-                "clip_ratio_low": 0.2,
-                "clip_ratio_high": 0.2,
-                "kl_beta": 0.0,
-                "ppo_epochs": 1,
-            },
-            "rollout": {
-                "engine": "transformers",
-                "max_new_tokens": args.max_new_tokens,
-                "temperature": 1.0,
-                "top_p": 1.0,
-                "top_k": 0,
-                "generation_batch_size": args.prompts * args.group_size,
-            },
-            "optim": {
-                "lr": 1e-5,
-                "prompts_per_step": args.prompts,
-                "micro_batch_size": args.micro_batch,
-                "total_steps": 10_000,
-                "max_grad_norm": 1.0,
-                "seed": 0,
-            },
-            "checkpoint": {"output_dir": str(out_dir), "save_final": False},
-        }
-    )
+    if "precision" in OptimSpec.model_fields or precision != "float32":
+        optim["precision"] = precision  # without the field, float32 is today's only precision
+    return {
+        "name": "bench",
+        "model": {"path": str(model_dir), "dtype": "float32", "gradient_checkpointing": False},
+        "data": {"path": str(data_path), "shuffle": False},
+        "rubric": {"criteria": [{"name": "has_a", "kind": "contains", "params": {"keywords": ["a", "e"]}}]},
+        "algorithm": {
+            "group_size": case.group_size,
+            "advantage_estimator": "grpo",
+            "policy_loss": "ppo_clip",
+            "loss_agg_mode": "seq-mean-token-mean",
+            "clip_ratio_low": 0.2,
+            "clip_ratio_high": 0.2,
+            "kl_beta": 0.0,
+            "ppo_epochs": 1,
+            "overlong_filter": False,
+        },
+        "rollout": {
+            "engine": "transformers",
+            "max_new_tokens": case.max_new_tokens,
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "top_k": 0,
+            "generation_batch_size": case.prompts * case.group_size,
+        },
+        "optim": optim,
+        "checkpoint": {"output_dir": str(out_dir), "save_final": False},
+    }
+
+
+def rss_mb(field: str = "VmRSS") -> float:
+    """Resident set now (VmRSS) or its peak (VmHWM), MiB. Not `ru_maxrss`: Linux keeps that across
+    exec, so a worker would report its parent's peak when the parent's was higher."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 # --- ours ------------------------------------------------------------------------------------
 
 
-def run_ours(spec, steps: int, fixed_length: bool) -> tuple[list[tuple[float, float]], list[dict[str, float]]]:
-    """(wall, CPU) seconds and metrics of `steps` steps of a fresh trainer, warm-up included."""
+def run_ours(job: dict) -> dict:
+    """Times, phases and lengths of `job["steps"]` steps of a fresh trainer, warm-up included."""
     from trainers.loop import Trainer
     from trainers.report import MemoryReporter
+    from trainers.spec import RunSpec
 
+    spec = RunSpec.model_validate(job["spec"])
     trainer = Trainer(spec, MemoryReporter())
-    if fixed_length:
+    start_rss = rss_mb()
+    if job["fixed_length"]:
         trainer.engine.eos_ids = [-1]  # never sampled: every completion runs to max_new_tokens
     generate = trainer.engine.generate
     gen_cpu = [0.0]
@@ -126,25 +179,25 @@ def run_ours(spec, steps: int, fixed_length: bool) -> tuple[list[tuple[float, fl
             gen_cpu[0] += time.process_time() - c0
 
     trainer.engine.generate = timed_generate
-    times, metrics = [], []
+    times, phases, lengths = [], [], []
     try:
-        for _ in range(steps):
+        for _ in range(job["steps"]):
             t0, c0 = time.perf_counter(), time.process_time()
             gen_cpu[0] = 0.0
-            metrics.append(trainer.step() | {"cpu/generate_s": gen_cpu[0]})
+            metrics = trainer.step() | {"cpu/generate_s": gen_cpu[0]}
             times.append((time.perf_counter() - t0, time.process_time() - c0))
+            phases.append({k: metrics.get(k, float("nan")) for k in PHASES})
+            lengths.append([len(ep.completion_ids) for grp in trainer.last_groups for ep in grp.episodes])
     finally:
         trainer.close()
-    return times, metrics
+    return {"times": times, "phases": phases, "lengths": lengths, "start_rss_mb": start_rss}
 
 
 # --- TRL -------------------------------------------------------------------------------------
 
 
-def run_trl(
-    spec, model_dir: Path, out_dir: Path, steps: int, fixed_length: bool
-) -> tuple[list[tuple[float, float]], list[int]]:
-    """(wall, CPU) seconds and completion token counts of `steps` optimiser steps of a fresh GRPOTrainer."""
+def run_trl(job: dict) -> dict:
+    """Times and completion lengths of `job["steps"]` optimiser steps of a fresh GRPOTrainer."""
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
@@ -152,8 +205,10 @@ def run_trl(
 
     from trainers.rewards.rubric import Rubric
     from trainers.rewards.sample import Sample
+    from trainers.spec import RubricSpec
 
-    rubric = Rubric.from_spec(spec.rubric)
+    spec = job["spec"]
+    rubric = Rubric.from_spec(RubricSpec.model_validate(spec["rubric"]))
 
     def rubric_reward(prompts, completions, answer, **_):
         texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
@@ -162,38 +217,42 @@ def run_trl(
         ]
         return [r.reward for r in rubric.score(samples)]
 
-    rows = [json.loads(line) for line in Path(spec.data.path).read_text().splitlines()]
+    rows = [json.loads(line) for line in Path(spec["data"]["path"]).read_text().splitlines()]
     dataset = Dataset.from_list(
         [{"prompt": [{"role": "user", "content": r["prompt"]}], "answer": r["answer"]} for r in rows]
     )
-    total = spec.optim.prompts_per_step * spec.algorithm.group_size
+    optim, algo, rollout = spec["optim"], spec["algorithm"], spec["rollout"]
+    total = optim["prompts_per_step"] * algo["group_size"]
     config = GRPOConfig(
-        output_dir=str(out_dir),
-        max_steps=steps,
-        learning_rate=spec.optim.lr,
+        output_dir=job["out_dir"],
+        max_steps=job["steps"],
+        learning_rate=optim["lr"],
         lr_scheduler_type="constant",
         warmup_steps=0,
         weight_decay=0.0,
-        adam_beta1=spec.optim.beta1,
-        adam_beta2=spec.optim.beta2,
-        max_grad_norm=spec.optim.max_grad_norm,
-        per_device_train_batch_size=spec.optim.micro_batch_size,
-        gradient_accumulation_steps=total // spec.optim.micro_batch_size,
-        num_generations=spec.algorithm.group_size,
-        max_prompt_length=spec.data.max_prompt_tokens,
-        max_completion_length=spec.rollout.max_new_tokens,
-        temperature=spec.rollout.temperature,
-        top_p=spec.rollout.top_p,
-        top_k=None,
-        generation_kwargs={"min_new_tokens": spec.rollout.max_new_tokens} if fixed_length else None,
+        adam_beta1=0.9,
+        adam_beta2=0.999,
+        max_grad_norm=optim["max_grad_norm"],
+        per_device_train_batch_size=optim["micro_batch_size"],
+        gradient_accumulation_steps=total // optim["micro_batch_size"],
+        num_generations=algo["group_size"],
+        max_completion_length=rollout["max_new_tokens"],
+        temperature=rollout["temperature"],
+        top_p=rollout["top_p"],
+        top_k=0,
+        generation_kwargs={"min_new_tokens": rollout["max_new_tokens"]} if job["fixed_length"] else None,
         beta=0.0,
-        epsilon=spec.algorithm.clip_ratio_low,
+        epsilon=algo["clip_ratio_low"],
+        epsilon_high=algo["clip_ratio_high"],
         num_iterations=1,
         loss_type="grpo",
         scale_rewards="group",
+        importance_sampling_level="token",
+        mask_truncated_completions=False,
         gradient_checkpointing=False,
-        bf16=False,
+        bf16=job["precision"] == "bfloat16",
         fp16=False,
+        use_liger_kernel=False,  # Triton kernels: no CPU backend (module docstring)
         use_cpu=not torch.cuda.is_available(),
         use_vllm=False,
         shuffle_dataset=False,
@@ -201,7 +260,7 @@ def run_trl(
         report_to="none",
         logging_steps=10_000,
         disable_tqdm=True,
-        seed=spec.optim.seed,
+        seed=optim["seed"],
         dataloader_num_workers=0,
     )
 
@@ -217,8 +276,8 @@ def run_trl(
             self.ends.append((time.perf_counter(), time.process_time()))
 
     timer = StepTimer()
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(job["model_dir"], dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(job["model_dir"])
     tokenizer.model_input_names = ["input_ids", "attention_mask"]  # TRL hands every tokenizer output to generate
     trainer = GRPOTrainer(
         model=model,
@@ -228,12 +287,13 @@ def run_trl(
         processing_class=tokenizer,
         callbacks=[timer],
     )
-    lengths: list[int] = []
+    start_rss = rss_mb()
+    lengths: list[list[int]] = []
     original = trainer._generate_and_score_completions
 
     def counting(inputs):  # record how many tokens each completion got
         out = original(inputs)
-        lengths.extend(out["completion_mask"].sum(-1).tolist())
+        lengths.append([int(n) for n in out["completion_mask"].sum(-1).tolist()])
         return out
 
     trainer._generate_and_score_completions = counting
@@ -242,10 +302,33 @@ def run_trl(
     # on_step_begin fires at the first micro-batch of the accumulation window, which is when
     # TRL generates the whole window's completions: begin -> end is the full GRPO step.
     times = [(e[0] - s[0], e[1] - s[1]) for s, e in zip(timer.starts, timer.ends, strict=True)]
-    return times, [int(n) for n in lengths]
+    return {"times": times, "lengths": lengths, "start_rss_mb": start_rss}
 
 
-# --- driver ----------------------------------------------------------------------------------
+def worker(job_path: Path) -> int:
+    """One side, one round, in this (fresh) process: the job's result JSON goes next to the job."""
+    import torch
+
+    job = json.loads(job_path.read_text())
+    torch.set_num_threads(job["threads"])
+    result = run_ours(job) if job["side"] == "ours" else run_trl(job)
+    result["peak_rss_mb"] = rss_mb("VmHWM")
+    job_path.with_suffix(".result.json").write_text(json.dumps(result))
+    return 0
+
+
+# --- the models' edits ------------------------------------------------------------------------
+
+
+def secant(f, target: float, lo: float = 0.0, hi: float = 1.0, steps: int = 8) -> float:
+    """x with f(x) about `target` (f monotone near the answer), by a few secant steps."""
+    f_lo, f_hi = f(lo), f(hi)
+    for _ in range(steps):
+        if abs(f_hi - target) < 1e-3 or f_hi == f_lo:
+            break
+        x = hi + (target - f_hi) * (hi - lo) / (f_hi - f_lo)
+        lo, f_lo, hi, f_hi = hi, f_hi, x, f(x)
+    return hi
 
 
 def make_eos_likely(model_dir: Path, eos_prob: float) -> None:
@@ -253,9 +336,7 @@ def make_eos_likely(model_dir: Path, eos_prob: float) -> None:
     (see the module docstring): embedding column 0 becomes a constant that dominates the
     residual stream, so after the final RMSNorm it is about the same at every position, and
     the tied EOS row gets more in that column: as much as makes EOS's mean probability over
-    random token sequences `eos_prob` (found by a few secant steps on the log-odds)."""
-    import math
-
+    random token sequences `eos_prob`."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -264,7 +345,6 @@ def make_eos_likely(model_dir: Path, eos_prob: float) -> None:
     eos, vocab = model.config.eos_token_id, model.config.vocab_size
     emb = model.get_input_embeddings().weight
     probe = torch.randint(0, vocab, (8, 64), generator=torch.Generator().manual_seed(0))
-    target = math.log(eos_prob / (1 - eos_prob))
 
     def log_odds(extra: float) -> float:
         with torch.no_grad():
@@ -273,102 +353,265 @@ def make_eos_likely(model_dir: Path, eos_prob: float) -> None:
             p = model(probe).logits.softmax(-1)[..., eos].mean().item()
         return math.log(p / (1 - p))
 
-    lo, hi = 0.0, 1.0
-    f_lo, f_hi = log_odds(lo), log_odds(hi)
-    for _ in range(8):
-        if abs(f_hi - target) < 1e-3:
-            break
-        x = hi + (target - f_hi) * (hi - lo) / (f_hi - f_lo)
-        lo, f_lo, hi, f_hi = hi, f_hi, x, log_odds(x)
+    secant(log_odds, math.log(eos_prob / (1 - eos_prob)))
     model.save_pretrained(model_dir)
 
 
-def bench_size(size: str, case: str, args: argparse.Namespace, work: Path) -> dict[str, float]:
-    from trainers.tiny import build_tiny_model, count_parameters
+def make_lengths_skewed(model_dir: Path, short_frac: float, short_len: int, n_tokens: int) -> dict[str, float]:
+    """Edit the saved model so that completions are either short (about `short_len` tokens) or run
+    to the length limit, about `short_frac` of them short, as with a model that answers some
+    prompts at once and rambles on others.
 
-    fixed_length = case == "fixed"
-    model_dir = build_tiny_model(work / f"model-{size}-{case}", size=size, seed=0)
-    if not fixed_length:
-        make_eos_likely(model_dir, args.eos_prob)
-    data = write_dataset(work / f"data-{size}.jsonl", args.prompts)
-    spec = make_spec(model_dir, data, work / f"ours-{size}-{case}", args)
+    Tied embeddings make the random model close to a bigram model: the residual stream is mostly
+    the input token's embedding, and the next token's logit is that (normalised) vector dotted with
+    the candidate's embedding. Three columns are set: column 0 is 4 for the tokenizer's `n_tokens`
+    real ids and 0 for the rest of the vocabulary (those ids are never sampled; the LM head still
+    computes all of them); column 1 is +2 for the "short" class of ordinary tokens and -2 for the
+    "long" class, so a token's class repeats (the other class's logits are ~50 lower); column 2 is
+    +1 / -1 by class, and the EOS row gets as much there as makes EOS follow a short token with
+    probability 1 / `short_len` (and a long one almost never). The first token after the prompt
+    sees no class, so it opens the short class with probability about `short_frac`. For that the
+    layers' outputs (which shift the logits by a few units, the same way for every sample of a
+    prompt) are scaled down 20 times: the arithmetic per token is unchanged."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    assert model.config.tie_word_embeddings, "the edit relies on tied input/output embeddings"
+    eos = model.config.eos_token_id
+    special = set(tokenizer.all_special_ids)
+    ordinary = [i for i in range(n_tokens) if i not in special]
+    cut = round(len(ordinary) * short_frac)
+    short, long = torch.tensor(ordinary[:cut]), torch.tensor(ordinary[cut:])
+    emb = model.get_input_embeddings().weight
+    gen = torch.Generator().manual_seed(0)
+    probe_short = short[torch.randint(0, len(short), (8, 48), generator=gen)]
+    probe_long = long[torch.randint(0, len(long), (8, 48), generator=gen)]
+
+    def eos_prob(probe: torch.Tensor) -> float:
+        with torch.no_grad():
+            return model(probe).logits[..., -1, :].float().softmax(-1)[..., eos].mean().item()
+
+    with torch.no_grad():  # the layers' share of the residual stream is per-prompt noise in the logits
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.mul_(0.05)
+            layer.mlp.down_proj.weight.mul_(0.05)
+
+    def log_odds(extra: float) -> float:
+        with torch.no_grad():
+            emb[:, :3] = 0.0
+            emb[:n_tokens, 0] = 4.0
+            emb[short, 1], emb[long, 1] = 2.0, -2.0
+            emb[short, 2], emb[long, 2] = 1.0, -1.0
+            emb[eos, 2] = extra
+        p = eos_prob(probe_short)
+        return math.log(p / (1 - p))
+
+    target = 1 / short_len
+    secant(log_odds, math.log(target / (1 - target)), lo=0.0, hi=4.0)
+    with torch.no_grad():
+        logits = model(probe_short[:2]).logits[..., -1, :].float().softmax(-1)
+        prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True)
+                   for q in QUESTIONS[:4]]  # fmt: skip
+        first = [model(torch.tensor([ids["input_ids"]])).logits[0, -1].float().softmax(-1) for ids in prompts]
+    stats = {
+        "first_short": statistics.mean(p[short].sum().item() for p in first),
+        "first_short_min": min(p[short].sum().item() for p in first),
+        "eos_after_short": eos_prob(probe_short),
+        "eos_after_long": eos_prob(probe_long),
+        "short_to_long": logits[:, long].sum(-1).mean().item(),
+    }
+    model.save_pretrained(model_dir)
+    return stats
+
+
+def build_case_model(case: Case, work: Path, eos_prob: float) -> Path:
+    """The case's model folder, built once and shared by both precisions and both sides."""
+    from trainers.tiny import build_tiny_model
+
+    model_dir = work / f"model-{case.size}-{case.kind}"
+    if model_dir.exists():
+        return model_dir
+    if case.kind != "real":
+        build_tiny_model(model_dir, size=case.size, seed=0)
+        if case.kind == "eos":
+            make_eos_likely(model_dir, eos_prob)
+        return model_dir
+    import torch
     from transformers import AutoModelForCausalLM
 
-    params = count_parameters(AutoModelForCausalLM.from_pretrained(model_dir))
+    build_tiny_model(model_dir, seed=0, **REAL_DIMS)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    n_tokens = model.config.vocab_size
+    torch.manual_seed(0)
+    model.resize_token_embeddings(REAL_VOCAB, mean_resizing=False)  # ids past the tokenizer's: N(0, 0.02) rows
+    model.save_pretrained(model_dir)
+    stats = make_lengths_skewed(model_dir, short_frac=0.85, short_len=16, n_tokens=n_tokens)
+    print(
+        "  real-shapes edit: P(first token short) {first_short:.2f} (lowest prompt {first_short_min:.2f}), "
+        "P(EOS | short-class token) {eos_after_short:.3f}, P(EOS | long-class token) "
+        "{eos_after_long:.1e}, P(class switch) {short_to_long:.1e}".format(**stats)
+    )
+    return model_dir
+
+
+# --- driver ----------------------------------------------------------------------------------
+
+
+def run_side(side: str, job: dict, work: Path, tag: str) -> dict:
+    """Run one side in a fresh interpreter (its own peak RSS); its stderr tail on failure."""
+    job_path = work / f"job-{tag}-{side}.json"
+    job_path.write_text(json.dumps({**job, "side": side, "out_dir": str(work / f"out-{tag}-{side}")}))
+    env = {**os.environ, "OMP_NUM_THREADS": str(job["threads"]), "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run(
+        [sys.executable, __file__, "--worker", str(job_path)], env=env, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["exit " + str(proc.returncode)]}
+    return json.loads(job_path.with_suffix(".result.json").read_text())
+
+
+def length_summary(lengths: list[list[int]]) -> str:
+    flat = sorted(n for step in lengths for n in step)
+    if not flat:
+        return "no completions"
+    q = lambda f: flat[min(len(flat) - 1, int(f * len(flat)))]  # noqa: E731
+    return f"mean {statistics.mean(flat):.1f}, min {flat[0]}, median {q(0.5)}, p90 {q(0.9)}, max {flat[-1]}"
+
+
+def bench_case(case: Case, precision: str, args: argparse.Namespace, work: Path) -> dict:
+    model_dir = build_case_model(case, work, args.eos_prob)
+    data = write_dataset(work / f"data-{case.prompts}.jsonl", case.prompts)
+    tag = f"{case.size}-{case.kind}-{precision}"
+    spec = make_spec(model_dir, data, work / f"ours-{tag}", case, precision, args.ours_optim)
     lengths_note = (
-        f"x {args.max_new_tokens} new tokens"
-        if fixed_length
-        else f"x up to {args.max_new_tokens} tokens, ending at EOS"
+        f"x {case.max_new_tokens} new tokens"
+        if case.kind == "fixed"
+        else f"x up to {case.max_new_tokens} tokens, ending at EOS"
     )
     print(
-        f"\n== {size}, {case}: {params / 1e6:.1f} M parameters, {args.prompts} prompts x {args.group_size} completions"
-        f" {lengths_note}, micro-batch {args.micro_batch}, {args.threads} threads =="
+        f"\n== {case.name}, {precision}: {args.params[case.size] / 1e6:.1f} M parameters, {case.prompts} prompts x "
+        f"{case.group_size} completions {lengths_note}, micro-batch {case.micro_batch}, {args.threads} threads =="
     )
-    ours: list[tuple[float, float]] = []
-    trl: list[tuple[float, float]] = []
-    phases: dict[str, list[float]] = {
-        "timing/generate_s": [],
-        "timing/score_s": [],
-        "timing/train_s": [],
-        "cpu/generate_s": [],
+    job = {
+        "spec": spec,
+        "model_dir": str(model_dir),
+        "steps": case.steps + 1,
+        "fixed_length": case.kind == "fixed",
+        "precision": precision,
+        "threads": args.threads,
     }
+    sides: dict[str, dict] = {"ours": {"times": [], "lengths": [], "peak": [], "start": [], "phases": []}}
+    sides["trl"] = {k: [] for k in sides["ours"]}
     for r in range(args.rounds):
-        times, metrics = run_ours(spec, args.steps + 1, fixed_length)
-        ours += times[1:]
-        for m in metrics[1:]:
-            for k in phases:
-                phases[k].append(m[k])
-        mean = statistics.mean(m["response/length_mean"] for m in metrics)
-        top = max(int(m["response/length_max"]) for m in metrics)
-        print(f"  round {r + 1} ours: {fmt(times[1:])}  (tokens/completion: mean {mean:.1f}, max {top})")
-        t_times, t_lengths = run_trl(spec, model_dir, work / f"trl-{size}-{case}-{r}", args.steps + 1, fixed_length)
-        trl += t_times[1:]
+        for side in ("ours", "trl"):
+            out = run_side(side, job, work, f"{tag}-{r}")
+            if "error" in out:
+                print(f"  round {r + 1} {side}: FAILED: {out['error'][0]}")
+                continue
+            acc = sides[side]
+            acc["times"] += out["times"][1:]
+            acc["lengths"] += out["lengths"][1:]
+            acc["peak"].append(out["peak_rss_mb"])
+            acc["start"].append(out["start_rss_mb"])
+            acc["phases"] += out.get("phases", [])[1:]
+            print(
+                f"  round {r + 1} {side:>4}: {fmt(out['times'][1:])}; peak RSS {out['peak_rss_mb']:,.0f} MiB"
+                f" (after loading {out['start_rss_mb']:,.0f}); tokens/completion {length_summary(out['lengths'][1:])}"
+            )
+    result = {"case": case.name, "precision": precision}
+    for side, acc in sides.items():
+        if not acc["times"]:
+            continue
+        result[side] = {
+            "wall_s": statistics.median(t[0] for t in acc["times"]),
+            "cpu_s": statistics.median(t[1] for t in acc["times"]),
+            "peak_rss_mb": max(acc["peak"]),
+            "mean_tokens": statistics.mean(n for step in acc["lengths"] for n in step),
+        }
+    if sides["ours"]["phases"]:
+        med = {k: statistics.median(p[k] for p in sides["ours"]["phases"]) for k in PHASES}
+        result["ours_phases"] = med
         print(
-            f"  round {r + 1} TRL:  {fmt(t_times[1:])}"
-            f"  (tokens/completion: mean {statistics.mean(t_lengths):.1f}, max {max(t_lengths)})"
+            f"  ours by phase (median wall s): generate {med['timing/generate_s']:.3f}, score "
+            f"{med['timing/score_s']:.3f}, old/ref logprobs {med['timing/old_ref_s']:.3f}, train (passes) "
+            f"{med['timing/train_s'] - med['timing/old_ref_s']:.3f}; generate CPU {med['cpu/generate_s']:.3f}"
         )
-    result = {}
-    for clock, i in (("wall", 0), ("cpu", 1)):
-        ours_s, trl_s = statistics.median(t[i] for t in ours), statistics.median(t[i] for t in trl)
-        result[clock] = (ours_s, trl_s)
-        print(f"  {clock:>4}: ours {ours_s:.3f} s/step, TRL {trl_s:.3f} s/step (medians of {len(ours)}), "
-              f"ours / TRL = {ours_s / trl_s:.2f}   (goal: <= 0.50)")  # fmt: skip
-    print(
-        "  ours by phase (median s): "
-        + ", ".join(f"{k.split('/')[1]} {statistics.median(v):.3f} {k.split('/')[0]}" for k, v in phases.items())
-    )
-    ours_s, trl_s = result[args.clock]
-    return {"ours_s": ours_s, "trl_s": trl_s, "ratio": ours_s / trl_s}
+    if "ours" in result and "trl" in result:
+        o, t = result["ours"], result["trl"]
+        print(
+            f"  median of {len(sides['ours']['times'])}: wall ours {o['wall_s']:.3f} / TRL {t['wall_s']:.3f} s/step "
+            f"= {o['wall_s'] / t['wall_s']:.2f}; CPU {o['cpu_s']:.3f} / {t['cpu_s']:.3f} = "
+            f"{o['cpu_s'] / t['cpu_s']:.2f}; peak RSS {o['peak_rss_mb']:,.0f} / {t['peak_rss_mb']:,.0f} MiB = "
+            f"{o['peak_rss_mb'] / t['peak_rss_mb']:.2f}   (goal: <= 0.50)"
+        )
+    return result
 
 
 def fmt(times: list[tuple[float, float]]) -> str:
-    return " ".join(f"{w:.2f}" for w, _ in times) + " s/step wall; " + " ".join(f"{c:.2f}" for _, c in times) + " CPU"
+    return " ".join(f"{w:.2f}" for w, _ in times) + " s/step wall (" + " ".join(f"{c:.2f}" for _, c in times) + " CPU)"
+
+
+def print_table(results: list[dict], clock: str) -> None:
+    key = f"{clock}_s"
+    print(f"\nsummary ({clock} s/step, medians; peak resident memory MiB; ours / TRL):")
+    print(f"{'case':<14} {'precision':<9} {'ours s':>8} {'TRL s':>8} {'ratio':>6} {'ours MiB':>9} {'TRL MiB':>9} "
+          f"{'ratio':>6} {'tokens ours/TRL':>16}")  # fmt: skip
+    for r in results:
+        o, t = r.get("ours"), r.get("trl")
+        if o is None or t is None:
+            missing = " and ".join(s for s in ("ours", "trl") if s not in r)
+            print(f"{r['case']:<14} {r['precision']:<9} ({missing} failed)")
+            continue
+        print(
+            f"{r['case']:<14} {r['precision']:<9} {o[key]:>8.2f} {t[key]:>8.2f} {o[key] / t[key]:>6.2f} "
+            f"{o['peak_rss_mb']:>9,.0f} {t['peak_rss_mb']:>9,.0f} {o['peak_rss_mb'] / t['peak_rss_mb']:>6.2f} "
+            f"{o['mean_tokens']:>7.1f}/{t['mean_tokens']:<7.1f}"
+        )
+
+
+def plan(args: argparse.Namespace) -> list[Case]:
+    cases = []
+    for kind in args.cases.split(","):
+        if kind == "real":
+            cases.append(Case("real", "real", 4, 8, args.real_max_new_tokens, args.real_micro_batch, args.real_steps))
+            continue
+        for size in args.sizes.split(","):
+            cases.append(
+                Case(size, kind, args.prompts, args.group_size, args.max_new_tokens, args.micro_batch, args.steps)
+            )
+    return cases
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", default="tiny,small", help="comma-separated trainers.tiny sizes")
+    p.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: run one side of one round
     p.add_argument(
-        "--cases",
-        default="fixed,eos",
-        help="comma-separated: fixed (every completion max-new-tokens long), eos (completions end at EOS)",
+        "--quick", action="store_true", help="debug run: tiny model, 1 round of 1 step, real case at 64 tokens"
     )
+    p.add_argument("--sizes", default="tiny,small", help="comma-separated trainers.tiny sizes for fixed/eos")
+    p.add_argument("--cases", default="fixed,eos,real", help="comma-separated: fixed, eos, real")
+    p.add_argument("--precisions", default="float32,bfloat16", help="comma-separated: float32, bfloat16")
     p.add_argument("--eos-prob", type=float, default=0.03, help="per-token EOS probability in the eos case")
     p.add_argument("--prompts", type=int, default=8)
     p.add_argument("--group-size", type=int, default=8)
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--micro-batch", type=int, default=16, help="sequences per forward/backward in both")
+    p.add_argument("--real-max-new-tokens", type=int, default=512)
+    p.add_argument("--real-micro-batch", type=int, default=8)
+    p.add_argument("--real-steps", type=int, default=1, help="counted steps per round in the real-shapes case")
     p.add_argument("--rounds", type=int, default=2, help="alternations of ours and TRL")
     p.add_argument("--steps", type=int, default=3, help="counted steps per round (after one warm-up step)")
-    p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads for both")
-    p.add_argument(
-        "--clock",
-        choices=["wall", "cpu"],
-        default="wall",
-        help="which clock the summary ratio uses; cpu (process time) resists other load on the machine, "
-        "best with --threads 1",
-    )
+    p.add_argument("--threads", type=int, default=2, help="torch threads for both")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="which clock the summary table uses")
+    p.add_argument("--ours-optim", type=json.loads, default={}, help="JSON merged into our optim section")
+    p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args(argv)
+    if args.worker:
+        return worker(args.worker)
+    if args.quick:
+        args.sizes, args.rounds, args.steps, args.real_steps, args.real_max_new_tokens = "tiny", 1, 1, 1, 64
 
     try:
         import trl
@@ -378,20 +621,28 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import transformers
 
-    torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}, "
-          f"device {'cuda' if torch.cuda.is_available() else 'cpu'}")  # fmt: skip
-    results = {}
+          f"device {'cuda' if torch.cuda.is_available() else 'cpu'}, {args.threads} threads, "
+          f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    results = []
     with tempfile.TemporaryDirectory(prefix="bench-trl-") as tmp:
-        for case in args.cases.split(","):
-            for size in args.sizes.split(","):
-                results[f"{size} {case}"] = bench_size(size, case, args, Path(tmp))
-    print(
-        f"\nsummary ({args.clock} s/step): "
-        + "; ".join(
-            f"{s}: ours {r['ours_s']:.2f}s, TRL {r['trl_s']:.2f}s, ratio {r['ratio']:.2f}" for s, r in results.items()
-        )
-    )
+        work = Path(tmp)
+        cases = plan(args)
+        args.params = {}
+        for case in cases:
+            from transformers import AutoModelForCausalLM
+
+            from trainers.tiny import count_parameters
+
+            model_dir = build_case_model(case, work, args.eos_prob)
+            args.params[case.size] = count_parameters(AutoModelForCausalLM.from_pretrained(model_dir))
+        for precision in args.precisions.split(","):
+            for case in cases:
+                results.append(bench_case(case, precision, args, work))
+    print_table(results, args.clock)
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
     return 0
 
 
