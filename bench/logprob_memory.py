@@ -1,5 +1,6 @@
 """Peak memory and time of one training forward + backward of the completion logprobs, with the
-LM head over whole logits or in chunks (`optim.logprob_chunk_tokens`), in float32 or bfloat16
+LM head over whole logits or in chunks of positions (what `optim.logprob_chunk_mib` sets through the
+vocabulary: `trainers.logprobs.chunk_tokens_for`), in float32 or bfloat16
 autocast (`optim.precision`).
 
     python bench/logprob_memory.py                       # 151,936 vocab, hidden 512, B=8, T=512

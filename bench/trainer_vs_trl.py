@@ -31,7 +31,7 @@ trained on (`mask_truncated_completions=False`, our `overlong_filter` off), no g
 checkpointing (TRL turns it on by default), no vLLM, same micro-batch, same torch threads.
 Precision: float32 is TRL `bf16=False` and our `optim.precision="float32"`; bfloat16 is TRL
 `bf16=True` (its default: autocast over float32 weights) and our `optim.precision="bfloat16"`.
-Our optimisation options (`optim.logprob_chunk_tokens`, `optim.micro_batching`, ...) keep the
+Our optimisation options (`optim.logprob_chunk_mib`, `optim.micro_batching`, ...) keep the
 spec's defaults unless `--ours-optim '{"key": value}'` sets them.
 
 TRL's `use_liger_kernel` stays off: Liger's kernels are Triton kernels, and Triton has no CPU
@@ -502,10 +502,11 @@ def bench_case(case: Case, precision: str, args: argparse.Namespace, work: Path)
         "precision": precision,
         "threads": args.threads,
     }
-    sides: dict[str, dict] = {"ours": {"times": [], "lengths": [], "peak": [], "start": [], "phases": []}}
-    sides["trl"] = {k: [] for k in sides["ours"]}
+    sides: dict[str, dict] = {
+        side: {"times": [], "lengths": [], "peak": [], "start": [], "phases": []} for side in args.sides
+    }
     for r in range(args.rounds):
-        for side in ("ours", "trl"):
+        for side in args.sides:
             out = run_side(side, job, work, f"{tag}-{r}")
             if "error" in out:
                 print(f"  round {r + 1} {side}: FAILED: {out['error'][0]}")
@@ -530,7 +531,7 @@ def bench_case(case: Case, precision: str, args: argparse.Namespace, work: Path)
             "peak_rss_mb": max(acc["peak"]),
             "mean_tokens": statistics.mean(n for step in acc["lengths"] for n in step),
         }
-    if sides["ours"]["phases"]:
+    if "ours" in sides and sides["ours"]["phases"]:
         med = {k: statistics.median(p[k] for p in sides["ours"]["phases"]) for k in PHASES}
         result["ours_phases"] = med
         print(
@@ -607,7 +608,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="which clock the summary table uses")
     p.add_argument("--ours-optim", type=json.loads, default={}, help="JSON merged into our optim section")
     p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument(
+        "--sides",
+        default="ours,trl",
+        help="comma-separated: ours, trl (one side alone: no ratio, e.g. to re-measure ours)",
+    )
     args = p.parse_args(argv)
+    args.sides = [side for side in ("ours", "trl") if side in args.sides.split(",")]
     if args.worker:
         return worker(args.worker)
     if args.quick:
@@ -615,13 +622,17 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         import trl
+
+        trl_version = trl.__version__
     except ImportError:
-        print(INSTALL_HINT, file=sys.stderr)
-        return 2
+        if "trl" in args.sides:
+            print(INSTALL_HINT, file=sys.stderr)
+            return 2
+        trl_version = "not installed"
     import torch
     import transformers
 
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}, "
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl_version}, "
           f"device {'cuda' if torch.cuda.is_available() else 'cpu'}, {args.threads} threads, "
           f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     results = []

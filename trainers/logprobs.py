@@ -98,6 +98,18 @@ def head_split_unsupported(model) -> str | None:
     return None
 
 
+def chunk_tokens_for(model, chunk_mib: float) -> int:
+    """Completion positions per head chunk (`head_logprobs`) such that one chunk's float32 logits
+    take at most `chunk_mib` MiB, from the model's vocabulary (its output embeddings' rows, else
+    `config.vocab_size`); 0 (whole logits) when `chunk_mib` is 0."""
+    if chunk_mib <= 0:
+        return 0
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    weight = getattr(head, "weight", None)
+    vocab = weight.shape[0] if isinstance(weight, torch.Tensor) else model.config.get_text_config().vocab_size
+    return max(1, int(chunk_mib * 2**20 // (vocab * 4)))
+
+
 def token_logprobs(
     model,
     batch: TokenBatch,

@@ -59,7 +59,7 @@ from trainers.engines.base import RolloutEngine, SamplingParams, create_engine
 from trainers.engines.mismatch import logprob_gap, tis_clip_frac, tis_weights
 from trainers.environments.tool_calls import well_formed
 from trainers.episodes import Episode
-from trainers.logprobs import TokenBatch, batched_logprobs, token_logprobs
+from trainers.logprobs import TokenBatch, batched_logprobs, chunk_tokens_for, token_logprobs
 from trainers.micro_batching import MicroBatching
 from trainers.models import Reference, default_device, load_policy, load_reference, trainable_parameters
 from trainers.precision import autocast
@@ -300,6 +300,7 @@ class Trainer:
 
         self.device = device_for(self.dist) if self.dist.enabled else default_device()
         self.model, self.tokenizer = load_policy(spec.model, self.device, checkpoint=resume_dir)
+        self.chunk_tokens = chunk_tokens_for(self.model, spec.optim.logprob_chunk_mib)  # per LM-head chunk
         if self.dist.enabled:
             broadcast_parameters(self.model, self.dist)  # e.g. fresh LoRA adapters: rank 0's everywhere
             torch.manual_seed(spec.optim.seed + self.dist.rank)  # each process samples its own completions
@@ -732,7 +733,7 @@ class Trainer:
                 batch,
                 micro_batching=MicroBatching.of(optim),
                 temperature=self.spec.rollout.temperature,
-                chunk_tokens=optim.logprob_chunk_tokens,
+                chunk_tokens=self.chunk_tokens,
             )
         return logp
 
@@ -772,7 +773,7 @@ class Trainer:
                     temperature=spec.rollout.temperature,
                     with_entropy=True,
                     entropy_grad=algo.entropy_coef > 0,
-                    chunk_tokens=spec.optim.logprob_chunk_tokens,
+                    chunk_tokens=self.chunk_tokens,
                     pack_tokens=micro_batching.pack_tokens,
                 )
             old = old_logp[rows, :T] if old_logp is not None else logp.detach()

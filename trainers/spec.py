@@ -499,20 +499,24 @@ class EnvironmentSpec(Section):
 
 
 # Both chosen by measurement (bench/logprob_memory.py; table in bench/README.md). One forward +
-# backward of 8 x 512 completion tokens at a 151,936 vocabulary, hidden 512, float32, 2 cores:
-# whole logits added 12.5 GiB and 44.7 s CPU, chunks of 1,024 tokens 4.1 GiB and 53.1 s (the head's
-# forward runs again in the backward). A micro-batch of at most 1,024 completion tokens (the tiny
-# model's 8 x 64) is one chunk, computed as before. bfloat16 autocast took 31-27 % less CPU than
-# float32 at that shape (whole / chunked), none at the tiny model's (0.09 vs 0.10 s), and moves
-# logprobs by up to 0.004 (mean 0.001) from the float32 ones the engine samples with, widening
-# the sampler / trainer gap: float32 stays the default, bfloat16 is the choice for large vocabularies.
-LOGPROB_CHUNK_TOKENS = 1024
+# backward of 8 x 512 completion tokens at a 151,936 vocabulary, hidden 512, float32: whole logits
+# added 12.5 GiB and 44.7 s CPU, chunks of 1,024 tokens (594 MiB of logits) 4.1 GiB and 53.1 s (the
+# head's forward runs again in the backward), 512 tokens 2.8 GiB and 53.1 s, 256 tokens 2.0 GiB and
+# 51.3 s: below ~1,000 tokens per chunk time stops growing, so the budget is set in logits bytes,
+# which sizes the chunk by the vocabulary: 128 MiB is 220 tokens at 151,936, 262 at Llama 3's
+# 128,256, and a tiny vocabulary's whole micro-batch (768 entries: 43,690 tokens), computed as before.
+# bfloat16 autocast took 31-27 % less CPU than float32 at that shape (whole / chunked), none at the
+# tiny model's (0.09 vs 0.10 s), and moves logprobs by up to 0.004 (mean 0.001) from the float32
+# ones the engine samples with, widening the sampler / trainer gap: float32 stays the default,
+# bfloat16 is the choice for large vocabularies.
+LOGPROB_CHUNK_MIB = 128
 LOGPROB_CHUNK_HELP = (
-    "Completion tokens whose logits exist at once when computing logprobs and entropy: the LM head "
-    "runs over chunks of this many, and with gradients recomputes each chunk in the backward pass "
-    "instead of keeping it. 0 computes the micro-batch's whole logits at once. At a 151,936-token "
-    "vocabulary (8 x 512 tokens) 1,024 cut the step's memory from 12.5 to 4.1 GiB for 19 % more "
-    "time; micro-batches of at most this many tokens are unaffected."
+    "MiB of float32 logits that exist at once when computing logprobs and entropy: the LM head runs "
+    "over as many completion tokens at a time as fit (MiB / (vocabulary x 4 bytes)), and with "
+    "gradients recomputes each chunk in the backward pass instead of keeping it. 0 computes the "
+    "micro-batch's whole logits at once. 128 MiB is 220 tokens at a 151,936-token vocabulary, where "
+    "it cut one 8 x 512-token step's memory from 12.5 to about 2 GiB; a small vocabulary's "
+    "micro-batch stays one chunk."
 )
 PRECISION = "float32"
 PRECISION_HELP = (
@@ -559,12 +563,7 @@ class OptimSpec(Section):
     )
     total_steps: int = Field(100, ge=1, le=10_000_000, description="Optimiser steps to run.")
     seed: int = Field(0, ge=0, description="Seeds data order, sampling and initialisation.")
-    logprob_chunk_tokens: int = Field(
-        LOGPROB_CHUNK_TOKENS,
-        ge=0,
-        le=1_048_576,
-        description=LOGPROB_CHUNK_HELP,
-    )
+    logprob_chunk_mib: float = Field(LOGPROB_CHUNK_MIB, ge=0, le=1_048_576, description=LOGPROB_CHUNK_HELP)
     precision: Literal["float32", "bfloat16"] = Field(PRECISION, description=PRECISION_HELP)
 
 

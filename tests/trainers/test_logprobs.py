@@ -5,6 +5,7 @@ from transformers import AutoModelForCausalLM
 from trainers.logprobs import (
     TokenBatch,
     batched_logprobs,
+    chunk_tokens_for,
     completion_hidden,
     head_logprobs,
     head_split_unsupported,
@@ -179,3 +180,14 @@ def test_a_model_with_soft_capped_logits_falls_back_to_its_own_logits():
 
 def test_a_plain_causal_lm_takes_the_split_path(model):
     assert head_split_unsupported(model) is None
+
+
+def test_the_chunk_budget_in_mib_sizes_chunks_by_the_vocabulary(model):
+    vocab = model.get_output_embeddings().weight.shape[0]
+    assert chunk_tokens_for(model, 0) == 0  # whole logits
+    assert chunk_tokens_for(model, 1) == 2**20 // (vocab * 4)
+    assert chunk_tokens_for(model, 1e-9) == 1  # never an empty chunk
+    # The default at a Qwen-sized vocabulary: 128 MiB of float32 logits is 220 positions.
+    qwen_sized = torch.nn.Module()
+    qwen_sized.get_output_embeddings = lambda: torch.nn.Linear(8, 151_936, bias=False)
+    assert chunk_tokens_for(qwen_sized, 128) == 220

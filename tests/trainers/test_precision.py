@@ -69,7 +69,7 @@ def test_a_bfloat16_run_trains_and_reports_close_to_a_float32_run(tiny_model_pat
         spec = tiny_spec(
             tiny_model_path,
             tmp_path / precision,
-            optim={"total_steps": 1, "precision": precision, "logprob_chunk_tokens": 8},
+            optim={"total_steps": 1, "precision": precision, "logprob_chunk_mib": 0.03},
         )
         assert train(spec, reporter).status == "succeeded"
         metrics[precision] = reporter.metric_points[0][1]

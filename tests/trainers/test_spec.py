@@ -199,11 +199,11 @@ def test_turn_credit_weights_are_bounded_and_information_gain_is_off_by_default(
 
 def test_logprob_chunking_and_precision_have_defaults_bounds_and_choices():
     spec = RunSpec.model_validate(BASE)
-    assert (spec.optim.logprob_chunk_tokens, spec.optim.precision) == (1024, "float32")
-    assert RunSpec.model_validate({**BASE, "optim": {"logprob_chunk_tokens": 0}}).optim.logprob_chunk_tokens == 0
+    assert (spec.optim.logprob_chunk_mib, spec.optim.precision) == (128, "float32")
+    assert RunSpec.model_validate({**BASE, "optim": {"logprob_chunk_mib": 0}}).optim.logprob_chunk_mib == 0
     assert (
         "greater than or equal to 0"
-        in errors_of({**BASE, "optim": {"logprob_chunk_tokens": -1}})["optim.logprob_chunk_tokens"]
+        in errors_of({**BASE, "optim": {"logprob_chunk_mib": -1}})["optim.logprob_chunk_mib"]
     )
     message = errors_of({**BASE, "optim": {"precision": "float16"}})["optim.precision"]
     assert "float32" in message and "bfloat16" in message

@@ -20,7 +20,7 @@ import torch
 
 from trainers.engines.base import Generation, RolloutEngine, SamplingParams
 from trainers.engines.decode import Decoded, StopStrings, lean_decode, supports_lean_decode
-from trainers.logprobs import TokenBatch, batched_logprobs
+from trainers.logprobs import TokenBatch, batched_logprobs, chunk_tokens_for
 from trainers.micro_batching import MicroBatching
 from trainers.spec import RunSpec
 
@@ -32,7 +32,8 @@ class HFEngine(RolloutEngine):
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size or (spec.rollout.generation_batch_size if spec else 64)
-        self.chunk_tokens = spec.optim.logprob_chunk_tokens if spec else 0  # see trainers.logprobs.head_logprobs
+        # positions per LM-head chunk of the logprob pass (trainers.logprobs.head_logprobs)
+        self.chunk_tokens = chunk_tokens_for(model, spec.optim.logprob_chunk_mib) if spec else 0
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
         if eos is None:
