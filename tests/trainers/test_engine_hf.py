@@ -198,6 +198,16 @@ def test_sampling_follows_the_temperature_scaled_distribution():
     assert torch.allclose(freq, torch.softmax(logits[0] / 0.5, -1), atol=0.01)
 
 
+def test_a_sampled_tokens_logprob_is_its_log_softmax_at_a_large_vocabulary():
+    """Unfiltered sampling takes the normaliser from its own (unnormalised) cdf, one exp pass."""
+    torch.manual_seed(7)
+    logits = torch.randn(32, 151_936) * 4  # wide, as a trained model's are
+    for temperature in (1.0, 0.7):
+        tokens, logp = sample_next(logits, SamplingParams(temperature=temperature))
+        want = torch.log_softmax(logits / temperature, -1).gather(-1, tokens[:, None]).squeeze(-1)
+        assert (logp - want).abs().max() < 1e-4
+
+
 def test_an_encoder_decoder_model_falls_back_to_generate(tiny_tokenizer):
     from transformers import T5Config, T5ForConditionalGeneration
 

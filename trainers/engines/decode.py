@@ -129,10 +129,16 @@ def sample_next(logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Ten
         filtered = _top_p(filtered, params.top_p)
     # Inverse-CDF draw: one uniform number per row. On CPU torch.multinomial (and the
     # exponential race) cost ~15x more, mostly drawing a random number per vocabulary entry.
-    cdf = torch.softmax(filtered, dim=-1).cumsum_(-1)  # (b, V)
+    # The cdf is left unnormalised (u is scaled by its total instead): one exp pass over the
+    # vocabulary, which also gives the logprob's normaliser when nothing was filtered out.
+    peak = filtered.amax(-1, keepdim=True)  # (b, 1)
+    cdf = (filtered - peak).exp_().cumsum_(-1)  # (b, V)
     u = torch.rand((len(cdf), 1), device=cdf.device) * cdf[:, -1:]  # (b, 1)
     tokens = torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)  # (b,)
-    return tokens, _logprob_of(logits, tokens)
+    if filtered is not logits:  # the logprob is under the unfiltered distribution
+        return tokens, _logprob_of(logits, tokens)
+    log_z = peak.squeeze(-1) + cdf[:, -1].log()  # (b,)
+    return tokens, logits.gather(-1, tokens[:, None]).squeeze(-1) - log_z
 
 
 def _logprob_of(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
