@@ -62,8 +62,9 @@ def experiment_meta(base, post) -> dict[str, Any]:
             "preset")  # fmt: skip
     if post is not None:
         meta = {k: post.get(k, "") for k in keys}
-        # An empty select or number means none (and, for the version, the latest of the chosen environment).
-        return {**meta, "environment": meta["environment"] or None,
+        # An empty select or number means none (for the dataset: generated prompts; for the version, the
+        # latest of the chosen environment).
+        return {**meta, "dataset": meta["dataset"] or None, "environment": meta["environment"] or None,
                 "environment_version": meta["environment_version"] or None}  # fmt: skip
     if base is None:
         return dict.fromkeys(keys, "")
