@@ -10,7 +10,8 @@ from trainers.spec import RunSpec
 
 # RunSpec parts the experiment form does not show: they come from the dataset, the rubric,
 # the model field, or are set per run by the studio.
-EXPERIMENT_SECTIONS = ("model", "data", "reward", "algorithm", "rollout", "optim", "checkpoint", "eval", "validation")
+EXPERIMENT_SECTIONS = ("model", "data", "reward", "algorithm", "rollout", "optim", "curriculum", "checkpoint", "eval",
+                       "validation")  # fmt: skip
 # Sections the spec may leave out (None: the feature is off), with the fields that turn one on: the
 # form always shows their fields, and a section with none of these filled is left out when read back.
 OPTIONAL_SECTIONS = {"validation": ("path", "holdout_fraction")}
