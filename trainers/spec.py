@@ -872,7 +872,26 @@ class RunSpec(Section):
 
     @property
     def rollouts_per_step(self) -> int:
-        return self.optim.prompts_per_step * self.algorithm.group_size
+        """Rollouts one generation round of a step samples, by the curriculum's budget (`step_rollouts`)."""
+        c = self.curriculum
+        return step_rollouts(c.budget, self.optim.prompts_per_step, self.algorithm.group_size,
+                             rollouts_per_step=c.rollouts_per_step, max_group_size=c.max_group_size)  # fmt: skip
+
+
+def step_rollouts(budget: str, prompts: int, group_size: int, *, rollouts_per_step: int | None = None,
+                  max_group_size: int = 32) -> int:  # fmt: skip
+    """Rollouts one generation round of a step samples for `prompts` prompts under the rollout budget
+    `budget` (trainers.curriculum.budgets): fixed gives each prompt group_size; knapsack shares
+    rollouts_per_step among them (empty: what fixed costs; the spec keeps it within min..max_group_size
+    per prompt); brorl gives each max_group_size. The studio's step cost (and its JavaScript twin,
+    experiment_form.js stepCost) count with this."""
+    if budget == "fixed":
+        return prompts * group_size
+    if budget == "knapsack":
+        return rollouts_per_step or prompts * group_size
+    if budget == "brorl":
+        return prompts * max_group_size
+    raise ValueError(f"unknown rollout budget {budget!r}; known: {', '.join(BUDGETS)}")
 
 
 # Presets: named bundles of AlgorithmSpec values. Everything not named keeps its default.

@@ -15,10 +15,17 @@ from studio.runs.api import RunSerializer
 from studio.runs.models import KINDS
 from trainers.spec import PRESETS, apply_preset
 
+NO_DATASET = (
+    "choose a dataset: only an experiment whose settings generate its prompts (data.procedural) runs without one"
+)
+
 
 class ExperimentSerializer(serializers.ModelSerializer):
     team = TeamField()
-    dataset = serializers.PrimaryKeyRelatedField(queryset=Dataset.objects.all())
+    dataset = serializers.PrimaryKeyRelatedField(
+        queryset=Dataset.objects.all(), required=False, allow_null=True,
+        help_text="The prompts' dataset; null only when the settings generate the prompts (config.data.procedural).",
+    )  # fmt: skip
     rubric = serializers.PrimaryKeyRelatedField(queryset=Rubric.objects.all())
     environment = serializers.PrimaryKeyRelatedField(
         queryset=Environment.objects.all(), required=False, allow_null=True,
@@ -52,6 +59,8 @@ class ExperimentSerializer(serializers.ModelSerializer):
             config = apply_preset(config, preset)  # explicit algorithm keys win over the preset
         attrs["config"] = config
         probe = Experiment(**{**self._current(), **attrs})
+        if probe.dataset is None and not probe.generates_prompts:
+            raise serializers.ValidationError({"dataset": NO_DATASET})
         try:
             paths.validate_for_team(probe.spec_config(), team)
         except specs.SpecError as exc:

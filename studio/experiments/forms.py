@@ -10,7 +10,8 @@ from trainers.spec import RunSpec
 
 # RunSpec parts the experiment form does not show: they come from the dataset, the rubric,
 # the model field, or are set per run by the studio.
-EXPERIMENT_SECTIONS = ("model", "data", "reward", "algorithm", "rollout", "optim", "checkpoint", "eval", "validation")
+EXPERIMENT_SECTIONS = ("model", "data", "reward", "algorithm", "rollout", "optim", "curriculum", "checkpoint", "eval",
+                       "validation")  # fmt: skip
 # Sections the spec may leave out (None: the feature is off), with the fields that turn one on: the
 # form always shows their fields, and a section with none of these filled is left out when read back.
 OPTIONAL_SECTIONS = {"validation": ("path", "holdout_fraction")}
@@ -62,8 +63,9 @@ def experiment_meta(base, post) -> dict[str, Any]:
             "preset")  # fmt: skip
     if post is not None:
         meta = {k: post.get(k, "") for k in keys}
-        # An empty select or number means none (and, for the version, the latest of the chosen environment).
-        return {**meta, "environment": meta["environment"] or None,
+        # An empty select or number means none (for the dataset: generated prompts; for the version, the
+        # latest of the chosen environment).
+        return {**meta, "dataset": meta["dataset"] or None, "environment": meta["environment"] or None,
                 "environment_version": meta["environment_version"] or None}  # fmt: skip
     if base is None:
         return dict.fromkeys(keys, "")

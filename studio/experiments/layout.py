@@ -17,7 +17,7 @@ from studio.accounts import permissions as perms
 from studio.bootstrap import demo_model_path
 from studio.experiments.models import Experiment
 from studio.lib.schema_form import FormField, display
-from trainers.spec import PRESET_DESCRIPTIONS, PRESETS, preset_values
+from trainers.spec import PRESET_DESCRIPTIONS, PRESETS, preset_values, step_rollouts
 
 DEFAULT_PRESET = "grpo"  # what a new experiment starts from (the first preset, the best known)
 PRESET_FIELD = "algorithm.preset"  # mirrors the Preset select (a hidden input), so "Preset" shows once
@@ -31,7 +31,11 @@ GROUP_TITLES = {"model": "Model", "data": "Data", "reward": "Reward checks", "al
 COST_INPUTS = {"prompts": "optim.prompts_per_step", "group": "algorithm.group_size",
                "new_tokens": "rollout.max_new_tokens", "prompt_tokens": "data.max_prompt_tokens",
                "dynamic": "algorithm.dynamic_sampling", "max_rounds": "algorithm.dynamic_sampling_max_rounds",
-               "passes": "algorithm.ppo_epochs"}  # fmt: skip
+               "passes": "algorithm.ppo_epochs", "budget": "curriculum.budget",
+               "budget_total": "curriculum.rollouts_per_step", "min_group": "curriculum.min_group_size",
+               "max_group": "curriculum.max_group_size"}  # fmt: skip
+# Cost inputs that are not whole numbers: a checkbox, a choice, and a number that may be empty.
+TEXT_COST_INPUTS = ("dynamic", "budget", "budget_total")
 KNOWN_MODELS_SHOWN = 20
 
 
@@ -53,7 +57,8 @@ class FieldGroup:
 
 @dataclass(frozen=True)
 class StepCost:
-    """Upper bounds of one optimiser step: completions sampled, tokens generated, tokens trained on."""
+    """Upper bounds of one optimiser step: completions sampled, tokens generated, tokens trained on.
+    How many completions each prompt gets is the curriculum's rollout budget's rule (step_rollouts)."""
 
     prompts: int
     group: int
@@ -61,10 +66,22 @@ class StepCost:
     prompt_tokens: int
     rounds: int = 1  # generation rounds: dynamic sampling draws more prompts, up to its cap
     passes: int = 1  # ppo_epochs: passes over the trained tokens
+    budget: str = "fixed"  # curriculum.budget
+    budget_total: int | None = None  # curriculum.rollouts_per_step (knapsack)
+    min_group: int = 2  # curriculum.min_group_size (knapsack)
+    max_group: int = 32  # curriculum.max_group_size (knapsack's cap, brorl's group)
 
     @property
     def completions(self) -> int:
-        return self.prompts * self.group
+        return step_rollouts(self.budget, self.prompts, self.group, rollouts_per_step=self.budget_total,
+                             max_group_size=self.max_group)  # fmt: skip
+
+    @property
+    def samples(self) -> str:
+        """Samples per prompt as the page shows them: knapsack's range, else the one group size."""
+        if self.budget == "knapsack":
+            return f"{self.min_group:,}–{self.max_group:,}"
+        return f"{self.max_group if self.budget == 'brorl' else self.group:,}"
 
     @property
     def generated(self) -> int:
@@ -78,20 +95,24 @@ class StepCost:
     @property
     def shown(self) -> dict[str, str]:
         """Each number as the page shows it (thousands separated, as experiment_form.js writes them)."""
-        numbers = {"prompts": self.prompts, "group": self.group, "completions": self.completions,
-                   "generated": self.generated, "trained": self.trained, "rounds": self.rounds, "passes": self.passes}  # fmt: skip
-        return {key: f"{n:,}" for key, n in numbers.items()}
+        numbers = {"prompts": self.prompts, "completions": self.completions, "generated": self.generated,
+                   "trained": self.trained, "rounds": self.rounds, "passes": self.passes}  # fmt: skip
+        return {"group": self.samples, "budget": self.budget, **{key: f"{n:,}" for key, n in numbers.items()}}
 
     @classmethod
     def of(cls, fields: list[FormField]) -> StepCost | None:
-        """The cost of the values in these fields; None while one of them is not a whole number."""
+        """The cost of the values in these fields; None while one of them is not a whole number (or the
+        budget is not one the trainer knows)."""
         values = {f.name: f.value for f in fields}
         try:
-            number = {role: int(values[name]) for role, name in COST_INPUTS.items() if role != "dynamic"}
+            number = {role: int(values[name]) for role, name in COST_INPUTS.items() if role not in TEXT_COST_INPUTS}
+            max_rounds, total = number.pop("max_rounds"), values[COST_INPUTS["budget_total"]]
+            cost = cls(**number, rounds=max_rounds if values.get(COST_INPUTS["dynamic"]) else 1,
+                       budget=str(values[COST_INPUTS["budget"]]), budget_total=int(total) if total else None)  # fmt: skip
+            cost.completions  # noqa: B018 -- an unknown budget raises here, not while the page renders
         except (KeyError, TypeError, ValueError):
             return None
-        max_rounds = number.pop("max_rounds")
-        return cls(**number, rounds=max_rounds if values.get(COST_INPUTS["dynamic"]) else 1)
+        return cost
 
 
 def preset_settings(preset: str) -> dict[str, Any]:

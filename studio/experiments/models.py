@@ -18,7 +18,10 @@ class Experiment(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="experiments")
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
-    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="experiments")
+    # None only for an experiment whose settings generate its prompts (data.procedural): the API and the
+    # form refuse a missing dataset otherwise.
+    dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.PROTECT,
+                                related_name="experiments")  # fmt: skip
     rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="experiments")
     # Optional: none means one turn per prompt. Pinned to a version, so editing the environment
     # changes no experiment until it is saved again with the new version.
@@ -43,7 +46,22 @@ class Experiment(models.Model):
     @property
     def generates_prompts(self) -> bool:
         """Whether the settings generate the prompts (data.procedural), leaving the dataset unread."""
-        return bool((self.config.get("data") or {}).get("procedural"))
+        return bool(self.generated_task)
+
+    @property
+    def generated_task(self) -> str:
+        """The procedural task named in data.procedural ("" when the prompts come from the dataset)."""
+        procedural = (self.config.get("data") or {}).get("procedural")
+        if not procedural:
+            return ""
+        return str(procedural.get("task") or "?") if isinstance(procedural, dict) else "?"
+
+    @property
+    def prompt_source(self) -> str:
+        """What the pages show for where the prompts come from: the dataset's name, or "generated: <task>"."""
+        if self.generates_prompts:
+            return f"generated: {self.generated_task}"
+        return str(self.dataset) if self.dataset_id else "no dataset"
 
     def spec_config(self, name: str | None = None) -> dict[str, Any]:
         """The full RunSpec config dict (not yet validated). Reads dataset, rubric and the environment's
@@ -53,7 +71,9 @@ class Experiment(models.Model):
         config["model"] = {**config.get("model", {}), "path": self.model_path}
         options = _data_options(config.get("data", {}))
         # Generated prompts replace the dataset's rows: the spec refuses both sources at once.
-        config["data"] = options if options.get("procedural") else {**self.dataset.data_spec(), **options}
+        # Without a dataset (refused by the API and form unless procedural) the spec names the missing path.
+        rows = self.dataset.data_spec() if self.dataset_id else {}
+        config["data"] = options if options.get("procedural") else {**rows, **options}
         config["rubric"] = copy.deepcopy(self.rubric.spec)
         if self.environment_id:
             config["environment"] = copy.deepcopy(self.environment.config_of(self.environment_version))

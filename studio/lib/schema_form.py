@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainers.algorithms.catalog import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
+from trainers.curriculum.catalog import BUDGETS, SAMPLERS
 from trainers.spec import PRESETS
 
 CATALOG_CHOICES: dict[str, list[str]] = {
@@ -21,6 +22,8 @@ CATALOG_CHOICES: dict[str, list[str]] = {
     "algorithm.loss_agg_mode": list(LOSS_AGG_MODES),
     "algorithm.kl_estimator": list(KL_ESTIMATORS),
     "algorithm.preset": ["", *PRESETS],
+    "curriculum.sampler": list(SAMPLERS),
+    "curriculum.budget": list(BUDGETS),
 }
 
 

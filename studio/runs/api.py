@@ -56,7 +56,7 @@ class RolloutSerializer(serializers.ModelSerializer):
 
 
 def capped(data: dict) -> dict:
-    """`data` with its prompt, completion and turns cut to texts.TEXT_CAP characters per message, and
+    """`data` with its prompt, completion, turns and hint cut to texts.TEXT_CAP characters per message, and
     `truncated: {field: full length}` naming those cut (the rest: the rollout's text/ endpoint)."""
     fields, truncated = texts.capped({name: data[name] for name in texts.FIELDS if name in data})
     return {**data, **fields, "truncated": truncated}
@@ -199,7 +199,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @extend_schema(operation_id="runs_rollout_text")
     @action(detail=True, methods=["get"], url_path=r"rollouts/(?P<rollout_id>\d+)/text", permission_classes=[AllowAny])
     def rollout_text(self, request, pk=None, rollout_id=None):
-        """The full text of one field of a rollout, `?field=prompt|completion|turns`, in windows: each
+        """The full text of one field of a rollout, `?field=prompt|completion|turns|hint`, in windows: each
         message's (each text of each turn's) characters [offset, offset + limit) (limit ≤ 1,000,000), and `next_offset` while
         any message goes on. Readable by whoever may read the rollout."""
         run = readable_run(request, pk)  # members, or a live share link (read-only)

@@ -1,5 +1,6 @@
-"""A rollout's text fields: prompt and completion (text or a list of {role, content} messages), and
-a multi-turn episode's turns, whose texts are each turn's `text`, each tool call's `result` and
+"""A rollout's text fields: prompt and completion (text or a list of {role, content} messages), a
+hinted retry's hint (text: the start of a reference solution, as long as the dataset's), and a
+multi-turn episode's turns, whose texts are each turn's `text`, each tool call's `result` and
 `error`, and each observation message's `content` (tool arguments are small JSON, kept whole).
 
 API answers carry at most TEXT_CAP characters of each message (a text field is one message) and
@@ -13,7 +14,7 @@ from typing import Any
 
 TEXT_CAP = 20_000  # characters per message in a rollout answer (the detail and its group)
 WINDOW_MAX = 1_000_000  # the most characters per message one full-text page may ask for
-FIELDS = ("prompt", "completion", "turns")
+FIELDS = ("prompt", "completion", "turns", "hint")
 
 
 def parts(value: Any) -> list[str]:

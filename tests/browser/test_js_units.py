@@ -80,6 +80,45 @@ def test_fmt_keeps_the_whole_part_and_strips_only_zeros_after_the_point(tmp_path
     assert list(zip(cases + [["NaN", 4]], got, strict=True)) == list(zip(cases + [["NaN", 4]], want, strict=True))
 
 
+# Step cost inputs as the form's fields hold them (texts), across the rollout budgets.
+BASE_COST = {"prompts": "8", "group": "4", "new_tokens": "64", "prompt_tokens": "512", "dynamic": False,
+             "max_rounds": "4", "passes": "1", "budget": "fixed", "budget_total": "", "min_group": "2",
+             "max_group": "32"}  # fmt: skip
+COST_CASES = [
+    {},
+    {"dynamic": True, "passes": "2"},
+    {"budget": "knapsack"},  # no total: what fixed costs
+    {"budget": "knapsack", "budget_total": "1500", "min_group": "100", "max_group": "1000"},
+    {"budget": "brorl", "max_group": "16"},
+    {"budget": "brorl", "max_group": "2000", "dynamic": True},
+]
+
+
+def server_cost(inputs: dict):
+    """studio.experiments.layout.StepCost of the same field texts, as the page renders it (None: no cost)."""
+    from studio.experiments.layout import COST_INPUTS, StepCost
+    from studio.lib.schema_form import FormField
+
+    cost = StepCost.of([FormField(name=n, label=n, widget="text", value=inputs[r]) for r, n in COST_INPUTS.items()])
+    return cost and cost.shown
+
+
+def test_the_step_cost_js_counts_each_rollout_budget_as_the_server_does(tmp_path):
+    cases = [{**BASE_COST, **case} for case in COST_CASES] + [{**BASE_COST, "budget": "wide"}]
+    got = run_js(
+        tmp_path,
+        f"""
+        const {{ stepCost }} = await import("./experiment_form.js");
+        const shown = (c) => c && Object.fromEntries(Object.entries(c).map(([k, v]) => [k, v.toLocaleString("en-US")]));
+        console.log(JSON.stringify({json.dumps(cases)}.map((inputs) => shown(stepCost(inputs)))));
+        """,
+    )
+    assert got == [server_cost(inputs) for inputs in cases]
+    # The budgets' own rules; a budget the trainer does not know costs nothing the page could trust.
+    assert [c and c["completions"] for c in got] == ["32", "32", "32", "1,500", "128", "16,000", None]
+    assert got[3]["group"] == "100–1,000" and got[4]["budget"] == "brorl"
+
+
 # A stand-in for the elements Inspector reads: enough to construct it and render rows.
 FAKE_DOM = """
 const element = () => ({

@@ -34,27 +34,45 @@ function sortKeys(value) {
 }
 
 // Upper bounds of one step, as studio.experiments.layout.StepCost computes them; null while an
-// input is not a whole number. `inputs` holds the texts of the fields named in rules.cost_inputs
-// (`dynamic` a boolean).
+// input is not a whole number or the budget is unknown. `inputs` holds the texts of the fields named
+// in rules.cost_inputs (`dynamic` a boolean, `budget` a name, `budget_total` possibly empty).
 export function stepCost(inputs) {
-  const names = ["prompts", "group", "new_tokens", "prompt_tokens", "max_rounds", "passes"];
+  const names = ["prompts", "group", "new_tokens", "prompt_tokens", "max_rounds", "passes", "min_group", "max_group"];
   const n = {};
   for (const name of names) {
     const text = String(inputs[name] ?? "").trim();
     n[name] = Number(text);
     if (!text || !Number.isInteger(n[name])) return null;
   }
+  const totalText = String(inputs.budget_total ?? "").trim();
+  const total = totalText ? Number(totalText) : null;
+  if (totalText && !Number.isInteger(total)) return null;
+  const budget = String(inputs.budget ?? "fixed");
+  const completions = stepRollouts(budget, n.prompts, n.group, total, n.max_group);
+  if (completions === null) return null;
   const rounds = inputs.dynamic ? n.max_rounds : 1;
-  const completions = n.prompts * n.group;
+  const local = (x) => x.toLocaleString("en-US");
+  // Samples per prompt: knapsack's range, else the one group size (StepCost.samples).
+  const samples = budget === "knapsack" ? `${local(n.min_group)}–${local(n.max_group)}` : local(budget === "brorl" ? n.max_group : n.group);
   return {
     prompts: n.prompts,
-    group: n.group,
+    group: samples,
     completions,
+    budget,
     generated: rounds * completions * n.new_tokens,
     trained: completions * (n.prompt_tokens + n.new_tokens),
     rounds,
     passes: n.passes,
   };
+}
+
+// Rollouts one round of a step samples under the curriculum's budget: trainers.spec.step_rollouts's
+// rule (tests/browser/test_js_units.py checks the two agree); null for a budget it does not know.
+export function stepRollouts(budget, prompts, groupSize, rolloutsPerStep, maxGroupSize) {
+  if (budget === "fixed") return prompts * groupSize;
+  if (budget === "knapsack") return rolloutsPerStep || prompts * groupSize;
+  if (budget === "brorl") return prompts * maxGroupSize;
+  return null;
 }
 
 function control(field) {
@@ -120,6 +138,7 @@ export function initExperimentForm(form, rules) {
     }
     line.querySelector("[data-cost-part=rounds]").hidden = !cost || cost.rounds === 1;
     line.querySelector("[data-cost-part=passes]").hidden = !cost || cost.passes === 1;
+    line.querySelector("[data-cost-part=budget]").hidden = !cost || cost.budget === "fixed";
   }
 
   // The settings the preset sets go to its section, in schema order; the rest back home.

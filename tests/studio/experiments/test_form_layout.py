@@ -109,6 +109,52 @@ class ExperimentFormLayoutTest(StudioTestCase):
         self.assertEqual(cost, StepCost(prompts=8, group=4, new_tokens=64, prompt_tokens=512, rounds=3, passes=2))
         self.assertEqual((cost.generated, cost.trained), (3 * 32 * 64, 32 * (512 + 64)))
 
+    def edit_with(self, curriculum: dict):
+        self.experiment.config = {"curriculum": curriculum}
+        self.experiment.save()
+        return self.client.get(f"/experiments/{self.experiment.pk}/edit/")
+
+    def test_a_knapsack_budget_costs_its_rollouts_per_step_whatever_the_group_size(self):
+        response = self.edit_with({"budget": "knapsack", "rollouts_per_step": 48, "max_group_size": 16})
+        cost = response.context["step_cost"]
+        self.assertEqual(cost, StepCost(prompts=8, group=8, new_tokens=64, prompt_tokens=512, budget="knapsack",
+                                        budget_total=48, min_group=2, max_group=16))  # fmt: skip
+        self.assertEqual((cost.completions, cost.generated, cost.trained), (48, 48 * 64, 48 * (512 + 64)))
+        self.assertContains(response, '<b data-cost="group">2–16</b> samples')
+        self.assertContains(response, '<b data-cost="completions">48</b> completions<span data-cost-part="budget" >')
+        # Without a total the knapsack shares what fixed group sizes would cost.
+        self.assertEqual(self.edit_with({"budget": "knapsack"}).context["step_cost"].completions, 8 * 8)
+
+    def test_a_brorl_budget_samples_max_group_size_per_prompt(self):
+        response = self.edit_with({"budget": "brorl", "max_group_size": 16})
+        cost = response.context["step_cost"]
+        self.assertEqual((cost.completions, cost.shown["group"], cost.generated), (8 * 16, "16", 8 * 16 * 64))
+        self.assertContains(response, '<b data-cost="completions">128</b>')
+
+    def test_the_fixed_budget_hides_the_budget_note(self):
+        response = self.client.get("/experiments/new/")
+        self.assertEqual(response.context["step_cost"].completions, 8 * 8)
+        self.assertContains(response, '<span data-cost-part="budget" hidden>')
+
+    def test_the_curriculum_settings_are_on_the_form_and_saved_from_it(self):
+        budget = field(self.client.get("/experiments/new/"), "curriculum.budget")
+        self.assertEqual(budget.choices, ["fixed", "knapsack", "brorl"])
+        body = {"team": self.team.pk, "name": "knap", "dataset": self.dataset.pk, "rubric": self.rubric.pk,
+                "model_path": "/m", "preset": "grpo", "curriculum.budget": "knapsack",
+                "curriculum.rollouts_per_step": "40", "curriculum.max_group_size": "8"}  # fmt: skip
+        response = self.client.post("/experiments/new/", body)
+        saved = Experiment.objects.get(name="knap")
+        self.assertRedirects(response, f"/experiments/{saved.pk}/", fetch_redirect_response=False)
+        curriculum = saved.config["curriculum"]
+        self.assertEqual((curriculum["budget"], curriculum["rollouts_per_step"], curriculum["max_group_size"]),
+                         ("knapsack", 40, 8))  # fmt: skip
+        # A total the group sizes cannot hold is refused beside its reason, as the trainer says it.
+        refused = self.client.post(
+            "/experiments/new/", {**body, "name": "too big", "curriculum.rollouts_per_step": "999"}
+        )
+        self.assertEqual(refused.status_code, 200)
+        self.assertIn("knapsack budget of 999 rollouts per step", str(refused.context["errors"]))
+
 
 class ValidationSectionTest(StudioTestCase):
     """The Validation group (RunSpec.validation, optional): shown like any section, saved only when

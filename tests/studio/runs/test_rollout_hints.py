@@ -5,6 +5,7 @@ hinted / not hinted; summaries (what live websocket rollouts carry) and the deta
 from studio.runs.models import Rollout as RolloutRow
 from studio.runs.models import RunEvent
 from studio.runs.panels import panel_for
+from studio.runs.texts import TEXT_CAP
 from studio.sharing.client_rules import rollout_rules
 from tests.studio.runs.pages import url
 from trainers.report import CriterionScore, Rollout
@@ -52,6 +53,28 @@ def test_the_detail_carries_the_hint(api, alice, run):
     assert (body["hinted"], body["hint"], body["hint_fraction"], body["completion"]) == (
         True, "the answer", 0.25, " is yes",
     )  # fmt: skip
+
+
+def test_a_long_hint_is_capped_like_the_other_texts_and_read_in_full_from_the_text_endpoint(api, alice, run):
+    # The hint is the start of a reference solution: as long as the dataset's answers, which may be long.
+    hint = "step " * 10_000  # 50,000 characters
+    DatabaseReporter(run.pk).rollouts(1, [
+        Rollout(step=1, prompt_id="p@2", sample_index=0, prompt="Prove it", completion=" done", reward=1.0,
+                scores={"starts": CriterionScore(1.0)}, hint=hint, hint_fraction=0.5),
+    ])  # fmt: skip
+    row = RolloutRow.objects.get(run=run)
+    api.force_authenticate(alice)
+    body = api.get(f"/api/runs/{run.pk}/rollouts/{row.pk}/").json()
+    assert (body["hint"], body["truncated"]) == (hint[:TEXT_CAP], {"hint": len(hint)})
+    assert body["completion"] == " done"  # a short field beside it is whole and not named
+    page = api.get(f"/api/runs/{run.pk}/rollouts/{row.pk}/text/?field=hint&offset={TEXT_CAP}").json()
+    assert (page["chars"], page["value"], page["next_offset"]) == (len(hint), hint[TEXT_CAP:], None)
+
+
+def test_a_short_hint_is_whole_and_not_named_as_cut(api, alice, run):
+    rows = reported(run)
+    api.force_authenticate(alice)
+    assert api.get(f"/api/runs/{run.pk}/rollouts/{rows[2].pk}/").json()["truncated"] == {}
 
 
 def test_the_page_rules_name_the_hinted_filter():

@@ -8,6 +8,7 @@ from pydantic import ValidationError
 from tests.trainers.curriculum.conftest import make_prompts, run_spec
 from trainers.curriculum.budgets import ROLLOUT_BUDGETS, signal_probability
 from trainers.curriculum.stats import PromptBook
+from trainers.spec import step_rollouts
 
 
 def book_with(posteriors: dict[str, tuple[float, float]]) -> PromptBook:
@@ -84,3 +85,25 @@ def test_a_knapsack_budget_outside_the_group_bounds_is_refused():
         run_spec(min_group_size=9, max_group_size=4)
     with pytest.raises(ValidationError, match="unknown rollout budget 'greedy'; valid: fixed, knapsack, brorl"):
         run_spec(budget="greedy")
+
+
+@pytest.mark.parametrize(
+    "curriculum, expected",
+    [
+        ({}, 3 * 4),  # fixed: group_size per prompt
+        ({"budget": "knapsack"}, 3 * 4),  # no total given: what fixed costs
+        ({"budget": "knapsack", "rollouts_per_step": 9, "max_group_size": 4}, 9),
+        ({"budget": "brorl", "max_group_size": 16}, 3 * 16),
+    ],
+)
+def test_step_rollouts_counts_what_each_budget_allocates_for_a_full_step(curriculum, expected):
+    # The step cost the studio shows (step_rollouts, through RunSpec.rollouts_per_step) is what the
+    # budget really hands out when a round draws prompts_per_step prompts.
+    spec = run_spec(**curriculum)
+    sizes = ROLLOUT_BUDGETS.get(spec.curriculum.budget)(make_prompts(3), book_with(POSTERIORS), spec).sizes
+    assert spec.rollouts_per_step == sum(sizes) == expected
+
+
+def test_step_rollouts_names_an_unknown_budget():
+    with pytest.raises(ValueError, match="unknown rollout budget 'wide'; known: fixed, knapsack, brorl"):
+        step_rollouts("wide", 3, 4)
