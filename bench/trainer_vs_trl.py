@@ -563,7 +563,7 @@ def print_table(results: list[dict], clock: str) -> None:
         o, t = r.get("ours"), r.get("trl")
         if o is None or t is None:
             missing = " and ".join(s for s in ("ours", "trl") if s not in r)
-            print(f"{r['case']:<14} {r['precision']:<9} ({missing} failed)")
+            print(f"{r['case']:<14} {r['precision']:<9} (no {missing} result: not run, or failed above)")
             continue
         print(
             f"{r['case']:<14} {r['precision']:<9} {o[key]:>8.2f} {t[key]:>8.2f} {o[key] / t[key]:>6.2f} "

@@ -537,7 +537,13 @@ class OptimSpec(Section):
     lr_scheduler: Literal["constant", "linear", "cosine"] = Field("constant", description="Schedule after warm-up.")
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
     max_grad_norm: float | None = Field(1.0, gt=0, description="Gradient clipping; empty disables.")
-    prompts_per_step: int = Field(8, ge=1, le=65536, description="Prompts per step; rollouts = prompts x group_size.")
+    prompts_per_step: int = Field(
+        8,
+        ge=1,
+        le=65536,
+        description="Prompts per step; rollouts = prompts x group_size under the fixed budget (curriculum.budget "
+        "sets others).",
+    )
     micro_batch_size: int = Field(
         8, ge=1, description="Sequences per forward/backward with 'padded' micro-batching; the rest is accumulated."
     )
