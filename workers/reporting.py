@@ -69,7 +69,7 @@ class DatabaseReporter:
 
     def prompt_stats(self, step: int, stats: list[dict[str, Any]]) -> None:
         """Per-prompt statistics of the prompts the step drew (studio.runs.prompt_stats): written
-        with the step's other rows; no event (the prompts view reads them on load)."""
+        with the step's other rows, with a small `prompt_stats` event an open prompts view follows."""
         self._add("prompt_stats", step, [dict(s) for s in stats], len(stats))
 
     def status(self, state: str, detail: str = "") -> None:
@@ -111,8 +111,8 @@ class DatabaseReporter:
     def _write(self, kind: str, step: int | None, payload: Any) -> events.EventItem | None:
         """Write the rows behind one reported item; returns its event (None: it has none)."""
         if kind == "prompt_stats":
-            prompt_stats.record(self.run_id, step, without_nul(payload))
-            return None
+            written = prompt_stats.record(self.run_id, step, without_nul(payload))
+            return prompt_stats.event(step, written) if written else None
         if kind == "metrics":
             now = time.time()
             MetricPoint.objects.bulk_create(

@@ -38,6 +38,7 @@ EVENT_KINDS = (
     ("log", "log"),
     ("checkpoint", "checkpoint"),
     ("warning", "warning"),
+    ("prompt_stats", "prompt statistics"),  # a step's were written (studio.runs.prompt_stats.event)
 )
 # Rollout.split: sampled for a training step, or from a held-out prompt after it (trainers.validation).
 TRAIN_SPLIT, VALIDATION_SPLIT = "train", "validation"

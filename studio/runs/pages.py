@@ -80,11 +80,13 @@ def render_run_page(request: HttpRequest, run: Run, *, role: str | None, share: 
 def render_prompts_page(request: HttpRequest, run: Run, *, share: ShareLink | None) -> HttpResponse:
     """The run's prompts view for a member or, read-only, whoever holds the share link `share`.
     Its JS lists the statistics from the API (studio.runs.prompt_stat_query) and reads them again
-    on reload or on its Refresh button: it does not follow the websocket."""
+    on its Refresh button and, throttled, on the websocket's `prompt_stats` events after `cursor`:
+    read before the page's first list, so no step written after that list is missed."""
     run_url = f"/share/{share.token}/" if share else f"/runs/{run.pk}/"
     config = {
         "run": run.summary(),
         "share_token": share.token if share else None,
+        "cursor": run.last_seq,
         "run_url": run_url,
         "orders": prompt_stat_query.ORDER_TITLES,
         "default_order": prompt_stat_query.DEFAULT_ORDER,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from studio.runs.events import EventItem
 from studio.runs.models import PROMPT_STATUSES, PromptStat
 
 # A prompt drawn every step of a long run would grow its history without end, and the row is
@@ -78,6 +79,12 @@ def record(run_id: int, step: int, stats: list[dict[str, Any]]) -> int:
     PromptStat.objects.bulk_create(new)
     PromptStat.objects.bulk_update(changed, [*TOTALS, "history"])
     return len(by_id)
+
+
+def event(step: int, written: int) -> EventItem:
+    """The run stream's note that `written` prompts' statistics of `step` were written. Only the
+    count, not the statistics: an open prompts view re-reads the page it shows (sorted, filtered)."""
+    return ("prompt_stats", step, {"prompts": written})
 
 
 def inherit(run_id: int, source_id: int, up_to_step: int) -> int:

@@ -269,12 +269,13 @@ def report_step(run: Run, step: int, total: int, rng: random.Random, wall_time: 
             for r in rows
             for name, s in r.scores.items()
         )
-        prompt_stats.record(run.pk, step, stats)
+        written = prompt_stats.record(run.pk, step, stats)
         line = f"step {step}/{total} reward {values['reward/mean']:.3f} kl {values['actor/kl']:.4f}"
         record(
             run.pk,
             [
                 ("metrics", step, {"values": values}),
+                *([prompt_stats.event(step, written)] if written else []),  # as the worker's reporter does
                 ("rollouts", step, {"items": [r.summary() for r in rows]}),
                 ("log", step, {"line": line}),
             ],

@@ -6,6 +6,8 @@ prompt's rollouts (its repeats in a step, "id@2", among them), and the run page 
 The run is synthetic_run.py's `prompts` mode: rows 00-02 are always answered right, 03-05 never,
 the rest half the time; row 03 is also drawn a second time in every fourth step."""
 
+import itertools
+
 import pytest
 
 from tests.browser.live_studio import requires_chromium
@@ -91,4 +93,76 @@ def test_the_run_page_draws_the_prompt_status_fractions_in_their_panel(browser, 
     assert set(page.evaluate(names)) >= {"prompts/solved_frac", "prompts/learnable_frac", "prompts/never_solved_frac"}
     assert page.locator("[data-prompts-link]").get_attribute("href") == f"/runs/{live_run['run']}/prompts/"
     assert not errors, errors
+    page.context.close()
+
+
+LATEST = "Math.max(...studioPromptsPage.table.items.map((it) => it.last_step))"
+UPDATED = "document.querySelector('[data-prompts-updated]').textContent"
+# When the page asked for each list of prompts (resource timing: the browser's clock, in ms)
+READS = "performance.getEntriesByType('resource').filter((e) => e.name.includes('/prompts/?')).map((e) => [e.startTime, e.name])"
+
+
+def updated_past(page, step: int) -> int:
+    """Wait until the rows shown were drawn after `step` (read live); returns the header's "updated at step N"."""
+    page.wait_for_function(f"{LATEST} > {step} && /^updated at step \\d+$/.test({UPDATED})", timeout=20_000)
+    return int(page.evaluate(UPDATED).split()[-1])
+
+
+def test_the_prompts_view_follows_the_run_without_a_reload_keeping_sort_filter_and_throttle(browser, studio, live_run):
+    page, errors = prompts_page(browser, studio, live_run)
+    page.wait_for_selector(ROWS)
+    choose(page, "order=-draws", lambda: page.select_option("form.prompts-filters [name=order]", "-draws"))
+    choose(
+        page, "status=never_solved", lambda: page.locator("label:has(input[name=status][value=never_solved])").click()
+    )
+    page.evaluate("window.sameDocument = true")
+    since = page.evaluate("performance.now()")
+    before = page.evaluate(LATEST)
+    step = updated_past(page, before)  # a never-solved row drawn since (every 4th step): its new statistics
+    assert page.evaluate(LATEST) <= step
+    assert page.text_content("[data-live-state]") == "live"
+    assert page.text_content("[data-run-step]") == f"{step} / {TOTAL}"
+
+    # the socket drops: the page reconnects from its cursor and goes on updating
+    page.evaluate("studioPromptsPage.socket.socket.close()")
+    page.wait_for_function("document.querySelector('[data-live-state]').textContent === 'reconnecting'")
+    updated_past(page, page.evaluate(LATEST))
+    assert page.text_content("[data-live-state]") == "live"
+
+    assert page.evaluate("window.sameDocument") is True  # updated in place, not reloaded
+    assert {r["prompt_id"] for r in listed(page)} == NEVER_SOLVED
+    assert page.locator("form.prompts-filters [name=order]").input_value() == "-draws"
+    assert page.locator("input[name=status][value=never_solved]").is_checked()
+    reads = [(start, url) for start, url in page.evaluate(READS) if start > since]
+    assert all("status=never_solved" in url and "order=-draws" in url for _, url in reads), reads
+    draws = [int(t) for t in page.locator(f"{ROWS} [data-field=draws]").all_text_contents()]
+    assert draws == sorted(draws, reverse=True)
+    # a step a second, but one read per two seconds at most
+    starts = sorted(start for start, _ in reads)
+    assert len(starts) >= 3 and min(b - a for a, b in itertools.pairwise(starts)) >= 1900, starts
+    assert not errors, errors
+    page.context.close()
+
+
+def test_a_share_link_viewer_sees_the_prompts_view_update_live(browser, studio, live_run):
+    page, _ = owner_page(browser, studio, live_run)
+    page.fill("[name=share_label]", "prompts")
+    page.click("[data-share-create]")
+    url = page.locator(".share-url input").first.input_value()
+    guest = browser.new_context(viewport={"width": 1366, "height": 900})  # no cookies: the link alone
+    guest_page = guest.new_page()
+    errors = []
+    guest_page.on("pageerror", lambda err: errors.append(str(err)))
+    guest_page.goto(f"{url}prompts/")
+    guest_page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    assert guest_page.locator("[data-readonly-banner]").is_visible()
+    guest_page.wait_for_selector(ROWS)
+    updated_past(guest_page, guest_page.evaluate(LATEST))
+    assert guest_page.text_content("[data-live-state]") == "live"
+
+    page.click("[data-share-list] [data-revoke]")
+    guest_page.wait_for_selector("[data-access-lost]", state="visible", timeout=5_000)
+    assert guest_page.text_content("[data-live-state]") == "closed"
+    assert not errors, errors
+    guest.close()
     page.context.close()

@@ -214,22 +214,43 @@ class PromptStatsReportTest(StudioTestCase):
                 "pass_rate_std": 0.1, "last_step": step, "status": "learnable", "step_passed": passed,
                 "step_samples": samples}  # fmt: skip
 
-    def test_a_steps_statistics_are_written_with_its_rollouts_and_add_no_event(self):
+    def test_a_steps_statistics_are_written_with_its_rollouts_and_announced_by_a_small_event(self):
         run = self.make_run("running")
         reporter = DatabaseReporter(run.pk, flush_interval_s=3600)
         reporter.metrics(1, {"prompts/learnable_frac": 0.5})
-        reporter.prompt_stats(1, [self.stat("p1", 1, 1, 2, 2.0, 2.0, 1)])
+        reporter.prompt_stats(1, [self.stat("p1", 1, 1, 2, 2.0, 2.0, 1), self.stat("p2", 1, 0, 2, 1.0, 3.0, 1)])
         self.assertFalse(PromptStat.objects.filter(run=run).exists())  # buffered with the step
         reporter.rollouts(1, [rollout(1, 0, 0.0), rollout(1, 1, 1.0)])
         row = PromptStat.objects.get(run=run, prompt_id="p1")
         self.assertEqual((row.draws, row.alpha, row.beta, row.pass_rate, row.history), (1, 2.0, 2.0, 0.5, [[1, 1, 2]]))
         self.assertEqual(
-            list(RunEvent.objects.filter(run=run).values_list("seq", "kind")), [(1, "metrics"), (2, "rollouts")]
-        )
+            list(RunEvent.objects.filter(run=run).values_list("seq", "kind", "step", "payload")),
+            [(1, "metrics", 1, {"values": {"prompts/learnable_frac": 0.5}}), (2, "prompt_stats", 1, {"prompts": 2}),
+             (3, "rollouts", 1, RunEvent.objects.get(run=run, seq=3).payload)],
+        )  # fmt: skip
         reporter.prompt_stats(2, [self.stat("p1", 2, 2, 2, 4.0, 2.0, 2)])
-        reporter.flush()
+        with self.captureOnCommitCallbacks(execute=True):
+            self.listen(run)
+            reporter.flush()
         row.refresh_from_db()
         self.assertEqual((row.draws, row.last_step, row.history), (2, 2, [[1, 1, 2], [2, 2, 2]]))
         self.assertAlmostEqual(row.pass_rate, 4 / 6)
         run.refresh_from_db()
-        self.assertEqual((run.last_seq, run.last_step), (2, 2))  # no event, and the step still counted
+        self.assertEqual((run.last_seq, run.last_step), (4, 2))
+        # published like any event: the count, not the statistics
+        [event] = async_to_sync(get_channel_layer().receive)(self.channel)["events"]
+        self.assertEqual(
+            (event["seq"], event["kind"], event["step"], event["data"]), (4, "prompt_stats", 2, {"prompts": 1})
+        )
+
+    def test_a_step_without_statistics_adds_no_event(self):
+        run = self.make_run("running")
+        reporter = DatabaseReporter(run.pk)
+        reporter.prompt_stats(1, [])
+        reporter.flush()
+        self.assertFalse(RunEvent.objects.filter(run=run).exists())
+
+    def listen(self, run) -> None:
+        layer = get_channel_layer()
+        self.channel = async_to_sync(layer.new_channel)()
+        async_to_sync(layer.group_add)(f"run-{run.pk}", self.channel)

@@ -1,12 +1,16 @@
 // The prompts view of a run (/runs/<id>/prompts/, /share/<token>/prompts/): the run's per-prompt
 // statistics from /api/runs/<id>/prompts/, sorted and filtered by status on the server, in keyset
-// pages. Read on load and on Refresh, not live: a table re-sorted under the reader's eyes at every
-// step would be hard to read. Each row links to its rollouts over time in the run page's inspector.
+// pages. Read on load and on Refresh, and again when the run's websocket says a step's statistics
+// were written (a `prompt_stats` event), at most once per REFRESH_MS: a table re-sorted under the
+// reader's eyes at every step would be hard to read. Each row links to its rollouts over time in
+// the run page's inspector.
 
 import { Api, esc, fmt, readConfig } from "./api.js";
 import { initTheme } from "./theme.js";
+import { RunSocket, showLiveState } from "./ws.js";
 
 const PAGE = 50;
+const REFRESH_MS = 2000;
 const SPARK_W = 140;
 const SPARK_H = 26;
 
@@ -36,6 +40,7 @@ export class PromptsTable {
     this.items = [];
     this.nextCursor = null;
     this.version = 0;
+    this.loading = false; // a read of rows is under way (reload, load more or refresh)
     this.form.addEventListener("change", () => this.reload());
     this.more.addEventListener("click", () => this.loadMore());
   }
@@ -56,10 +61,11 @@ export class PromptsTable {
   }
 
   async loadMore(first = false) {
-    if (!first && !this.nextCursor) return;
+    if (!first && (!this.nextCursor || this.loading)) return;
     const version = this.version;
     const params = this.params();
     if (!first) params.cursor = this.nextCursor;
+    this.loading = true;
     this.root.classList.add("is-loading");
     try {
       const page = await this.api.get(`/api/runs/${this.config.run.id}/prompts/`, params);
@@ -72,14 +78,51 @@ export class PromptsTable {
       if (version === this.version) this.tbody.innerHTML = `<tr class="error"><td colspan="8">${esc(err.message)}</td></tr>`;
     } finally {
       if (version === this.version) {
+        this.loading = false;
         this.root.classList.remove("is-loading");
-        this.more.hidden = !this.nextCursor;
-        if (!this.items.length && !this.tbody.querySelector("tr.error")) {
-          this.tbody.innerHTML = '<tr class="empty"><td colspan="8" class="muted">No prompt statistics yet, or none with this status.</td></tr>';
-        }
-        this.shown.textContent = `${this.items.length}${this.nextCursor ? "+" : ""} shown`;
+        this.showFoot();
       }
     }
+  }
+
+  // The rows read again (a step's statistics arrived): the reader's sort and filter, and as many
+  // rows as they had loaded, swapped in at once so the table never empties under their eyes.
+  // False when it did not apply: a read was under way, or one the reader asked for overtook it.
+  async refresh() {
+    if (this.loading) return false;
+    const version = ++this.version;
+    const want = Math.max(this.items.length, PAGE);
+    const items = [];
+    let cursor = null;
+    let counts = null;
+    this.loading = true;
+    try {
+      do {
+        const params = this.params();
+        if (cursor) params.cursor = cursor;
+        const page = await this.api.get(`/api/runs/${this.config.run.id}/prompts/`, params);
+        if (version !== this.version) return false;
+        items.push(...page.results);
+        cursor = page.next_cursor || null;
+        counts = page.counts;
+      } while (cursor && items.length < want);
+    } finally {
+      if (version === this.version) this.loading = false;
+    }
+    this.items = items;
+    this.nextCursor = cursor;
+    this.tbody.innerHTML = items.map((it) => this.rowHtml(it)).join("");
+    this.showCounts(counts);
+    this.showFoot();
+    return true;
+  }
+
+  showFoot() {
+    this.more.hidden = !this.nextCursor;
+    if (!this.items.length && !this.tbody.querySelector("tr.error")) {
+      this.tbody.innerHTML = '<tr class="empty"><td colspan="8" class="muted">No prompt statistics yet, or none with this status.</td></tr>';
+    }
+    this.shown.textContent = `${this.items.length}${this.nextCursor ? "+" : ""} shown`;
   }
 
   showCounts(counts) {
@@ -114,6 +157,77 @@ export class PromptsTable {
   }
 }
 
+// Runs `fn` at most once per `ms`: a poke within `ms` of the last run waits for the end of that
+// window, and the pokes meanwhile become that one run (a burst of steps, one re-read of the newest).
+export class Throttle {
+  constructor(fn, ms) {
+    this.fn = fn;
+    this.ms = ms;
+    this.last = -Infinity;
+    this.timer = null;
+  }
+
+  poke() {
+    if (this.timer !== null) return;
+    const wait = Math.max(0, this.last + this.ms - Date.now());
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.last = Date.now();
+      this.fn();
+    }, wait);
+  }
+}
+
+// Follows the run's stream for the table: each step whose statistics were written re-reads it
+// (throttled), and the header says which step the table now shows.
+export class LiveTable {
+  constructor(table, { run, updated, step }) {
+    this.table = table;
+    this.run = run;
+    this.el = { updated, step };
+    this.latest = null; // the newest step whose statistics were announced
+    this.throttle = new Throttle(() => this.refresh(), REFRESH_MS);
+  }
+
+  seen(step) {
+    if (this.latest === null || step > this.latest) this.latest = step;
+    this.throttle.poke();
+  }
+
+  async refresh() {
+    const step = this.latest;
+    try {
+      if (!(await this.table.refresh())) {
+        this.throttle.poke(); // busy, or a read the reader asked for overtook it: try again
+        return;
+      }
+      this.el.updated.textContent = `updated at step ${step}`;
+      this.run.last_step = Math.max(this.run.last_step ?? 0, step);
+      this.el.step.textContent = `${this.run.last_step}${this.run.total_steps ? ` / ${this.run.total_steps}` : ""}`;
+    } catch (err) {
+      this.el.updated.textContent = `could not update: ${err.message}`; // the rows shown stay; the next step tries again
+    }
+  }
+}
+
+function follow(config, live) {
+  const liveState = document.querySelector("[data-live-state]");
+  const socket = new RunSocket({
+    runId: config.run.id,
+    cursor: config.cursor,
+    shareToken: config.share_token,
+    onState: (s) => showLiveState(liveState, s),
+    onClosed: (code) => {
+      if (code === 4403 || code === 4404) document.querySelector("[data-access-lost]").hidden = false;
+    },
+    onEvent: (ev) => {
+      if (ev.kind === "prompt_stats") live.seen(ev.step);
+    },
+  });
+  socket.connect();
+  return socket;
+}
+
 async function main() {
   initTheme();
   const config = readConfig("prompts-config");
@@ -121,7 +235,13 @@ async function main() {
   const table = new PromptsTable(document.querySelector("[data-prompts]"), { api, config });
   document.querySelector("[data-prompts-refresh]").addEventListener("click", () => table.reload());
   await table.reload();
-  window.studioPromptsPage = { table }; // for the browser test and the console
+  const live = new LiveTable(table, {
+    run: config.run,
+    updated: document.querySelector("[data-prompts-updated]"),
+    step: document.querySelector("[data-run-step]"),
+  });
+  const socket = follow(config, live);
+  window.studioPromptsPage = { table, live, socket }; // for the browser test and the console
   document.body.dataset.ready = "1";
 }
 

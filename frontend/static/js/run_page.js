@@ -8,7 +8,7 @@ import { Inspector } from "./inspector.js";
 import { NotesClient } from "./notes.js";
 import { SharePanel } from "./share.js";
 import { initTheme } from "./theme.js";
-import { RunSocket } from "./ws.js";
+import { RunSocket, showLiveState } from "./ws.js";
 
 const LOG_LINES = 300;
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
@@ -168,10 +168,7 @@ async function main() {
     runId,
     cursor,
     shareToken: config.share_token,
-    onState: (s) => {
-      liveState.textContent = s;
-      liveState.className = `live live-${s}`;
-    },
+    onState: (s) => showLiveState(liveState, s),
     onHello: (hello) => {
       progress.update(hello.run || {});
       syncCancel?.();
@@ -201,7 +198,7 @@ async function main() {
         showWarning(ev.data.message);
       } else if (ev.kind === "notes") {
         notes.refresh();
-      }
+      } // other kinds (prompt_stats: the prompts view's) are not this page's
     },
   });
   socket.connect();

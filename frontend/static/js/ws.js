@@ -65,3 +65,9 @@ export class RunSocket {
     if (this.socket) this.socket.close();
   }
 }
+
+// The page's "connecting / live / reconnecting / closed" mark (its `.live-<state>` colours).
+export function showLiveState(el, state) {
+  el.textContent = state;
+  el.className = `live live-${state}`;
+}

@@ -10,8 +10,9 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
 from studio.asgi import application
-from studio.runs import events
+from studio.runs import events, prompt_stats
 from studio.runs.models import Run
+from studio.sharing.models import ShareLink
 from tests.studio import people
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
@@ -83,6 +84,42 @@ async def test_a_reconnecting_client_resumes_from_its_cursor_and_loses_nothing()
     await record_metrics(run.pk, range(8, 10))  # live again
     seen += [e["seq"] for e in await receive_events(ws, 6)]
     assert seen == list(range(1, 10))
+    assert await ws.receive_nothing(timeout=0.2)
+    await ws.disconnect()
+
+
+@database_sync_to_async
+def record_step_with_prompt_stats(run_id: int, step: int) -> None:
+    """A step as the worker writes it: metrics, the prompt statistics' event, rollouts' stand-in (a log line)."""
+    items = [
+        ("metrics", step, {"values": {"reward/mean": 0.5}}),
+        prompt_stats.event(step, 3),
+        ("log", step, {"line": "s"}),
+    ]
+    events.record(run_id, items)
+
+
+async def test_a_share_link_socket_resumes_with_the_prompt_statistics_events_it_missed():
+    run, _ = await setup_run()
+    alice = await database_sync_to_async(get_user_model().objects.get)(username="alice")
+    link = await database_sync_to_async(ShareLink.objects.create)(run=run, created_by=alice)
+    path = f"/ws/runs/{run.pk}/?after=0&share={link.token}"  # no user, no token: the link alone
+    ws = WebsocketCommunicator(application, path, headers=[(b"origin", b"http://localhost")])
+    assert (await ws.connect())[0]
+    await ws.receive_json_from(timeout=5)
+    await record_step_with_prompt_stats(run.pk, 1)
+    seen = await receive_events(ws, 3)
+    await ws.disconnect()
+    await record_step_with_prompt_stats(run.pk, 2)  # while the client is away
+    ws = WebsocketCommunicator(application, path.replace("after=0", f"after={seen[-1]['seq']}"),
+                               headers=[(b"origin", b"http://localhost")])  # fmt: skip
+    assert (await ws.connect())[0]
+    assert (await ws.receive_json_from(timeout=5))["cursor"] == 6
+    await record_step_with_prompt_stats(run.pk, 3)  # live again
+    seen += await receive_events(ws, 6)
+    assert [e["seq"] for e in seen] == list(range(1, 10))
+    stats = [(e["step"], e["data"]) for e in seen if e["kind"] == "prompt_stats"]
+    assert stats == [(1, {"prompts": 3}), (2, {"prompts": 3}), (3, {"prompts": 3})]
     assert await ws.receive_nothing(timeout=0.2)
     await ws.disconnect()
 
