@@ -14,7 +14,8 @@ With `prompts` the groups come from a pool of POOL rows of fixed difficulty (som
 some never, the rest half the time), the last group of a step repeats its first row ("<id>@2"),
 and each step reports its per-prompt statistics and prompts/*_frac as the trainer does
 (trainers.curriculum.stats.PromptBook, written through studio.runs.prompt_stats).
-With `hints` each step's last group is a hinted retry (curriculum.hints), with the hints/* metrics.
+With `hints` each step's last group is a hinted retry (curriculum.hints), with the hints/* metrics;
+its first sample's hint and completion are longer than the API sends whole.
 With `validation` every VALIDATION_EVERY-th step also reports val/ metrics and validation rollouts
 (held-out prompts, split "validation"), as trainers/validation.py does.
 
@@ -50,6 +51,8 @@ GROUP = 8
 SECONDS_PER_STEP = 3.7  # the wall time the history pretends each step took
 POOL = 12  # rows of the `prompts` mode; row k is always right (k < 3), never (3 <= k < 6), else half the time
 VALIDATION_EVERY, VALIDATION_PROMPTS, VALIDATION_K = 2, 3, 4
+LONG_HINT = " count on from the first, one at a time;" * 700  # 28,000 characters
+LONG_TAIL = " (checked it again)" * 1200  # 22,800 characters
 
 
 def metrics_at(step: int, total: int, rng: random.Random) -> dict[str, float]:
@@ -211,6 +214,9 @@ def as_hinted(row: Rollout) -> Rollout:
     the step, and its answer began with the start of the reference solution."""
     a, b = (int(n) for n in row.run_prompt.content[-1]["content"][len("What is ") : -1].split(" + "))
     row.prompt_id, row.hinted, row.hint, row.hint_fraction = f"{row.prompt_id}@2", True, f"<think>{a} plus {b}:", 0.5
+    if row.sample_index == 0:  # a long reference solution: hint and completion past the API's cap (texts.TEXT_CAP)
+        row.hint += LONG_HINT
+        row.completion += LONG_TAIL
     return row
 
 

@@ -92,9 +92,10 @@ function hintedBadge(it) {
   return `<span class="tag hinted" data-hinted title="hinted retry: the answer began with${share} of the reference solution">hinted${share}</span>`;
 }
 
-function hintHtml(r) {
+// `showAll`: its own "show all" button when the hint came cut (a reference solution can be long).
+function hintHtml(r, showAll) {
   return `<div class="hint" title="The hint: the start of the reference solution, given as the start of the answer; never trained on">
-    <span class="hint-label">hint · ${Math.round((r.hint_fraction ?? 0) * 100)}% of the solution · not trained on</span><pre data-hint>${esc(r.hint)}</pre></div>`;
+    <span class="hint-label">hint · ${Math.round((r.hint_fraction ?? 0) * 100)}% of the solution · not trained on</span><pre data-hint data-full="hint">${esc(r.hint)}</pre>${showAll}</div>`;
 }
 
 // Windows of one field from the text/ endpoint, joined: text to text, message to message, and for
@@ -636,10 +637,10 @@ export class Inspector {
         </div>
         <button type="button" class="icon" data-close title="Close (Esc)">✕</button>
       </header>
-      <section><h4>Prompt</h4><div class="textblock prompt">${renderText(r.prompt)}</div>${this.showAllButton(r, "prompt")}</section>
+      <section><h4>Prompt</h4><div class="textblock prompt" data-full="prompt">${renderText(r.prompt)}</div>${this.showAllButton(r, "prompt")}</section>
       ${r.turns
-        ? `<section><h4>Episode</h4><div class="textblock completion episode">${renderEpisode(r.turns)}</div>${this.showAllButton(r, "turns")}</section>`
-        : `<section><h4>Completion</h4><div class="textblock completion">${r.hinted ? hintHtml(r) : ""}${renderText(r.completion)}</div>${this.showAllButton(r, "completion")}</section>`}
+        ? `<section><h4>Episode</h4><div class="textblock completion episode" data-full="turns">${renderEpisode(r.turns)}</div>${this.showAllButton(r, "turns")}</section>`
+        : `<section><h4>Completion</h4><div class="textblock completion">${r.hinted ? hintHtml(r, this.showAllButton(r, "hint")) : ""}<div data-full="completion">${renderText(r.completion)}</div></div>${this.showAllButton(r, "completion")}</section>`}
       <section><h4>Criteria</h4><table class="criteria">${criteria || '<tr><td class="muted">no criterion scores</td></tr>'}</table></section>
       ${group.length > 1 ? `<section><h4>Group: ${group.length} completions of this prompt</h4><div class="siblings">${siblings}</div></section>` : ""}
       <section class="rollout-notes"><h4>Notes</h4><div data-notes-list></div>${this.canNote ? this.noteForm() : ""}</section>`;
@@ -649,7 +650,8 @@ export class Inspector {
     if (current && strip) strip.scrollLeft = current.offsetLeft - strip.offsetLeft - 8; // this completion in view
   }
 
-  // Long texts come cut (the server's cap); the button reads the rest from the text/ endpoint.
+  // Long texts come cut (the server's cap); the button reads the rest from the text/ endpoint and
+  // replaces its field's block (data-full) only: the hint sits inside the completion's block.
   showAllButton(r, field) {
     const full = (r.truncated || {})[field];
     if (!full) return "";
@@ -659,7 +661,7 @@ export class Inspector {
   async showAll(button) {
     const field = button.dataset.showAll;
     const rolloutId = Number(button.dataset.rollout);
-    const block = button.closest("section").querySelector(".textblock");
+    const block = button.closest("section").querySelector(`[data-full="${field}"]`);
     button.disabled = true;
     button.textContent = "loading…";
     let value = null;
@@ -676,7 +678,8 @@ export class Inspector {
       button.disabled = false;
       return;
     }
-    block.innerHTML = field === "turns" ? renderEpisode(value) : renderText(value);
+    if (field === "hint") block.textContent = value;
+    else block.innerHTML = field === "turns" ? renderEpisode(value) : renderText(value);
     button.remove();
   }
 
