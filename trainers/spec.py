@@ -502,7 +502,7 @@ class EnvironmentSpec(Section):
 # backward of 8 x 512 completion tokens at a 151,936 vocabulary, hidden 512, float32: whole logits
 # added 12.5 GiB and 44.7 s CPU, chunks of 1,024 tokens (594 MiB of logits) 4.1 GiB and 53.1 s (the
 # head's forward runs again in the backward), 512 tokens 2.8 GiB and 53.1 s, 256 tokens 2.0 GiB and
-# 51.3 s: below ~1,000 tokens per chunk time stops growing, so the budget is set in logits bytes,
+# 51.3 s, 220 tokens 1.8 GiB and 45.2 s (1 thread): below ~1,000 tokens per chunk time stops growing, so the budget is set in logits bytes,
 # which sizes the chunk by the vocabulary: 128 MiB is 220 tokens at 151,936, 262 at Llama 3's
 # 128,256, and a tiny vocabulary's whole micro-batch (768 entries: 43,690 tokens), computed as before.
 # bfloat16 autocast took 31-27 % less CPU than float32 at that shape (whole / chunked), none at the
@@ -515,7 +515,7 @@ LOGPROB_CHUNK_HELP = (
     "over as many completion tokens at a time as fit (MiB / (vocabulary x 4 bytes)), and with "
     "gradients recomputes each chunk in the backward pass instead of keeping it. 0 computes the "
     "micro-batch's whole logits at once. 128 MiB is 220 tokens at a 151,936-token vocabulary, where "
-    "it cut one 8 x 512-token step's memory from 12.5 to about 2 GiB; a small vocabulary's "
+    "it cut one 8 x 512-token forward + backward's memory from 12.5 to 1.8 GiB; a small vocabulary's "
     "micro-batch stays one chunk."
 )
 PRECISION = "float32"
