@@ -874,7 +874,8 @@ class RunSpec(Section):
     @property
     def knapsack_rollouts(self) -> int:
         """The knapsack budget's rollouts per step, resolved once: explicit, or what fixed group sizes cost."""
-        return self.curriculum.rollouts_per_step or self.optim.prompts_per_step * self.algorithm.group_size
+        return step_rollouts("knapsack", self.optim.prompts_per_step, self.algorithm.group_size,
+                             rollouts_per_step=self.curriculum.rollouts_per_step)  # fmt: skip
 
     @property
     def rollouts_per_step(self) -> int:

@@ -25,6 +25,7 @@ from dataclasses import replace
 import numpy as np
 
 from trainers.checkpoint import random_state_kept
+from trainers.curriculum.stats import rollout_passed
 from trainers.data import DataError, Prompt, load_prompts
 from trainers.engines.base import RolloutEngine, SamplingParams
 from trainers.evaluate import episode_totals, sampled_metrics
@@ -124,8 +125,7 @@ class Validator:
     def _passed(self, group: ScoredGroup, totals: list[float]) -> list[bool]:
         """Which samples pass: the rubric's verdict when it has a threshold, else reward >= DEFAULT_PASS_REWARD."""
         return [
-            bool(r.passed) if r.passed is not None else total >= DEFAULT_PASS_REWARD
-            for r, total in zip(group.results, totals, strict=True)
+            rollout_passed(total, r.passed, DEFAULT_PASS_REWARD) for r, total in zip(group.results, totals, strict=True)
         ]
 
     def rollouts(self, step: int, groups: list[ScoredGroup], totals: list[list[float]]) -> list[Rollout]:
