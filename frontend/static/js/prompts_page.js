@@ -52,6 +52,13 @@ export class PromptsTable {
     return params;
   }
 
+  // One keyset page of rows under the reader's sort and filter, from `cursor` (null: the first).
+  page(cursor) {
+    const params = this.params();
+    if (cursor) params.cursor = cursor;
+    return this.api.get(`/api/runs/${this.config.run.id}/prompts/`, params);
+  }
+
   async reload() {
     this.version += 1;
     this.items = [];
@@ -63,12 +70,10 @@ export class PromptsTable {
   async loadMore(first = false) {
     if (!first && (!this.nextCursor || this.loading)) return;
     const version = this.version;
-    const params = this.params();
-    if (!first) params.cursor = this.nextCursor;
     this.loading = true;
     this.root.classList.add("is-loading");
     try {
-      const page = await this.api.get(`/api/runs/${this.config.run.id}/prompts/`, params);
+      const page = await this.page(first ? null : this.nextCursor);
       if (version !== this.version) return;
       this.nextCursor = page.next_cursor || null;
       this.items.push(...page.results);
@@ -98,9 +103,7 @@ export class PromptsTable {
     this.loading = true;
     try {
       do {
-        const params = this.params();
-        if (cursor) params.cursor = cursor;
-        const page = await this.api.get(`/api/runs/${this.config.run.id}/prompts/`, params);
+        const page = await this.page(cursor);
         if (version !== this.version) return false;
         items.push(...page.results);
         cursor = page.next_cursor || null;
