@@ -15,7 +15,7 @@ from django.db.models import Count, Q
 from studio.lib.params import QueryError, number_param
 from studio.runs.models import PromptStat, Rollout, Run
 from studio.runs.prompt_stats import STATUS_NAMES
-from studio.runs.rollout_query import encode_cursor, past_cursor
+from studio.runs.rollout_query import keyset_page
 
 # ?order= value -> the field it sorts by; "-" is descending. Each field has a (run, field, id) index.
 ORDERS = {order: order.lstrip("-") for order in ("pass_rate", "-pass_rate", "pass_rate_std", "-pass_rate_std",
@@ -103,13 +103,7 @@ def page(run: Run, params) -> dict[str, Any]:
     rows = PromptStat.objects.filter(run_id=run.pk)
     if status:
         rows = rows.filter(status=status)
-    if params.get("cursor"):
-        rows = past_cursor(rows, field, descending, params["cursor"])
-    items = list(rows.order_by(*([f"-{field}", "-pk"] if descending else [field, "pk"]))[: limit + 1])
-    next_cursor = None
-    if len(items) > limit:
-        items = items[:limit]
-        next_cursor = encode_cursor(getattr(items[-1], field), items[-1].pk)
+    items, next_cursor = keyset_page(rows, field, descending, params.get("cursor"), limit)
     texts = previews(lineage(run), items)
     return {
         "results": [summary(row, texts.get(row.prompt_id)) for row in items],

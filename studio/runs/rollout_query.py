@@ -88,6 +88,20 @@ def past_cursor(rows: QuerySet, field: str, descending: bool, cursor: str) -> Qu
     return rows.filter(Q(**{f"{field}__gt": value}) | Q(**{field: value, "pk__gt": pk}), **{f"{field}__gte": value})
 
 
+def keyset_page(
+    rows: QuerySet, field: str, descending: bool, cursor: str | None, limit: int
+) -> tuple[list, str | None]:
+    """One page of `rows` in (field, pk) order, past `cursor` (None: from the start): at most
+    `limit` rows, and the cursor of the page after them (None: this is the last)."""
+    if cursor:
+        rows = past_cursor(rows, field, descending, cursor)
+    items = list(rows.order_by(*([f"-{field}", "-pk"] if descending else [field, "pk"]))[: limit + 1])
+    if len(items) <= limit:
+        return items, None
+    items = items[:limit]
+    return items, encode_cursor(getattr(items[-1], field), items[-1].pk)
+
+
 def filtered(run_id: int, params) -> QuerySet[Rollout]:
     rows = Rollout.objects.filter(run_id=run_id)
     split = (params.get(SPLIT) or "").strip() or DEFAULT_SPLIT
@@ -179,14 +193,6 @@ def page(run_id: int, params) -> dict[str, Any]:
     field = ORDERS[order]
     descending = order.startswith("-")
     rows = filtered(run_id, params)
-    if params.get("cursor"):
-        rows = past_cursor(rows, field, descending, params["cursor"])
-    ordering = [f"-{field}", "-pk"] if descending else [field, "pk"]
     rows = rows.select_related("run_prompt").defer("completion", "logprobs", "turns", "run_prompt__content")
-    items = list(rows.order_by(*ordering)[: limit + 1])
-    next_cursor = None
-    if len(items) > limit:
-        items = items[:limit]
-        last = items[-1]
-        next_cursor = encode_cursor(getattr(last, field), last.pk)
+    items, next_cursor = keyset_page(rows, field, descending, params.get("cursor"), limit)
     return {"results": [r.summary() for r in items], "next_cursor": next_cursor}
