@@ -29,7 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from pydantic import BaseModel  # noqa: E402
 
-from trainers.environments.base import ENVIRONMENTS, Environment, EnvironmentStart, StepResult, ToolCall  # noqa: E402
+from trainers.episodes import ToolCall  # noqa: E402
+from trainers.rollout.environments.base import ENVIRONMENTS, Environment, EnvironmentStart, StepResult  # noqa: E402
 
 
 class SleepParams(BaseModel):
@@ -72,12 +73,13 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainers.data import Prompt, PromptRow, encode_chat
-    from trainers.engines.base import SamplingParams
-    from trainers.engines.hf import HFEngine
-    from trainers.rollouts import run_episodes
+    from trainers.data.prompts import Prompt, encode_chat
+    from trainers.data.rows import PromptRow
+    from trainers.demos.tiny import build_tiny_model
+    from trainers.rollout.engines.base import SamplingParams
+    from trainers.rollout.engines.hf import HFEngine
+    from trainers.rollout.generate import run_episodes
     from trainers.spec import EnvironmentSpec
-    from trainers.tiny import build_tiny_model
 
     torch.set_num_threads(args.threads)
     ENVIRONMENTS.register("bench-sleepy-tool")(SleepyTool)

@@ -9,7 +9,7 @@ For each model it prints
 - generation: generated tokens/s of each engine on `--prompts` x `--group-size` completions of
   exactly `--max-new-tokens` tokens (EOS never ends one: both engines are told to ignore it),
   median of `--repeats` after a warm-up call;
-- GRPO step: seconds per step of the real training loop (`trainers.loop.train`) with each engine,
+- GRPO step: seconds per step of the real training loop (`trainers.run.loop.train`) with each engine,
   median of `--steps` steps after the first, split into generate and the rest;
 - for vLLM: start-up time, one weight sync, and the mean |logprob| gap to the trainer's forward pass.
 """
@@ -82,8 +82,9 @@ def generation_rates(model: str, args, work: Path, prompts_text: list[str]) -> d
     from transformers import AutoTokenizer
 
     from tests.trainers.helpers import engine_trainer_gap
-    from trainers.engines.base import SamplingParams, create_engine
     from trainers.models import load_policy
+    from trainers.rollout.engines.base import SamplingParams
+    from trainers.rollout.engines.catalog import create_engine
 
     tokenizer = AutoTokenizer.from_pretrained(model)
     prompts = [tokenizer.encode(t) for t in prompts_text]
@@ -128,8 +129,8 @@ def generation_rates(model: str, args, work: Path, prompts_text: list[str]) -> d
 
 
 def step_times(model: str, engine: str, args, work: Path, prompts_text: list[str]) -> dict[str, float]:
-    from trainers.loop import train
     from trainers.report import MemoryReporter
+    from trainers.run.loop import train
 
     reporter = MemoryReporter()
     result = train(make_spec(model, engine, args, work, prompts_text), reporter)
@@ -140,7 +141,7 @@ def step_times(model: str, engine: str, args, work: Path, prompts_text: list[str
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", nargs="+", default=["tiny", "small"], help="trainers.tiny sizes to build")
+    p.add_argument("--sizes", nargs="+", default=["tiny", "small"], help="trainers.demos.tiny sizes to build")
     p.add_argument("--model", default=None, help="a model folder or hub id instead of --sizes")
     p.add_argument("--dtype", default=None, help="default: bfloat16 on a GPU, float32 on the CPU")
     p.add_argument("--prompts", type=int, default=8)
@@ -154,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from trainers.engines.availability import vllm_build, vllm_unavailable_reason
-    from trainers.tiny import build_tiny_model
+    from trainers.demos.tiny import build_tiny_model
+    from trainers.rollout.engines.availability import vllm_build, vllm_unavailable_reason
 
     reason = vllm_unavailable_reason()
     if reason is not None:

@@ -1,6 +1,6 @@
 """Peak memory and time of one training forward + backward of the completion logprobs, with the
 LM head over whole logits or in chunks of positions (what `optim.logprob_chunk_mib` sets through the
-vocabulary: `trainers.logprobs.chunk_tokens_for`), in float32 or bfloat16
+vocabulary: `trainers.update.logprobs.chunk_tokens_for`), in float32 or bfloat16
 autocast (`optim.precision`).
 
     python bench/logprob_memory.py                       # 151,936 vocab, hidden 512, B=8, T=512
@@ -10,7 +10,7 @@ autocast (`optim.precision`).
 Each case runs in a fresh subprocess, so its peak resident memory (ru_maxrss) is its own:
 `base` is the resident size once the model and batch exist, `peak` the most during the steps,
 `step` their difference (what the forward + backward added). A step is what the trainer does per
-micro-batch: `token_logprobs(with_entropy=True)` under `trainers.precision.autocast`, a loss
+micro-batch: `token_logprobs(with_entropy=True)` under `trainers.update.precision.autocast`, a loss
 summed from the logprobs, backward. The model is a randomly initialised Llama (tied embeddings),
 prompts of `--prompt` tokens and completions of `--tokens` tokens, all distinct (no padding).
 Times are medians over `--steps` steps after one warm-up step: wall clock and process CPU time.
@@ -40,8 +40,9 @@ def run_case(args: argparse.Namespace) -> dict:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     sys.path.insert(0, str(ROOT))
-    from trainers.logprobs import TokenBatch, token_logprobs
-    from trainers.precision import autocast
+    from trainers.update.batches import TokenBatch
+    from trainers.update.logprobs import token_logprobs
+    from trainers.update.precision import autocast
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -103,7 +103,7 @@ def products(rows: int, k: int, n: int, dtype: torch.dtype, backward: bool) -> t
 def prompt_lengths(prompts: int) -> list[int]:
     """Token counts of the bench's prompts under the tiny tokenizer's chat template."""
     from bench.trainer_vs_trl import QUESTIONS
-    from trainers.tiny import synthetic_corpus, train_tokenizer
+    from trainers.demos.tiny import synthetic_corpus, train_tokenizer
 
     tok = train_tokenizer(synthetic_corpus(0))
     msgs = [[{"role": "user", "content": QUESTIONS[j % len(QUESTIONS)]}] for j in range(prompts)]

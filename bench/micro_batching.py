@@ -54,7 +54,7 @@ def completion_lengths(case: str, n: int, rng: random.Random) -> list[int]:
 
 
 def make_batch(case: str, vocab: int, args: argparse.Namespace):
-    from trainers.logprobs import TokenBatch
+    from trainers.update.batches import TokenBatch
 
     rng = random.Random(0)
     prompts, completions = [], []
@@ -68,7 +68,7 @@ def make_batch(case: str, vocab: int, args: argparse.Namespace):
 
 def one_pass(model, batch, micro_batching, chunk_tokens: int) -> None:
     """The loop's training pass: every micro-batch forward (logprobs + entropy) and backward."""
-    from trainers.logprobs import token_logprobs
+    from trainers.update.logprobs import token_logprobs
 
     total = batch.completion_mask.sum()
     for rows in micro_batching.split(batch):
@@ -96,7 +96,7 @@ def padding_share(batch, micro_batching) -> float:
     """Share of the token positions the forward computes that are padding (prompt sharing aside)."""
     real = int(batch.attention_mask.sum())
     if micro_batching.mode == "packed":
-        from trainers.packing import PackedRows
+        from trainers.update.packing import PackedRows
 
         computed = sum(
             PackedRows.build(batch.select(rows), row_tokens=micro_batching.tokens).input_ids.numel()
@@ -123,7 +123,7 @@ def main() -> None:
 
     import torch
 
-    from trainers.micro_batching import MicroBatching
+    from trainers.update.micro_batching import MicroBatching
 
     print(f"torch threads {torch.get_num_threads()}, hidden {args.hidden}, layers {args.layers}, "
           f"{args.prompts} prompts x {args.group} completions")  # fmt: skip

@@ -41,15 +41,15 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from trainers.demo import demo_spec  # noqa: E402
-from trainers.evaluate import evaluate  # noqa: E402
-from trainers.loop import train  # noqa: E402
-from trainers.procedural.generators import procedural_rubric  # noqa: E402
-from trainers.procedural.rows import held_out_rows, pool_rows, write_jsonl  # noqa: E402
+from trainers.data.procedural.generators import procedural_rubric  # noqa: E402
+from trainers.data.procedural.rows import held_out_rows, pool_rows, write_jsonl  # noqa: E402
+from trainers.demos.demo import demo_spec  # noqa: E402
+from trainers.demos.tiny import build_tiny_model  # noqa: E402
 from trainers.report import MemoryReporter  # noqa: E402
-from trainers.sft import warm_start  # noqa: E402
+from trainers.run.evaluate import evaluate  # noqa: E402
+from trainers.run.loop import train  # noqa: E402
+from trainers.run.sft import warm_start  # noqa: E402
 from trainers.spec import ProceduralSpec, RunSpec  # noqa: E402
-from trainers.tiny import build_tiny_model  # noqa: E402
 
 METHODS: dict[str, dict[str, Any]] = {
     "uniform + fixed": {"sampler": "uniform", "budget": "fixed"},

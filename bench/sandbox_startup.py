@@ -18,8 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from trainers.rewards import sandbox  # noqa: E402
-from trainers.rewards.sandbox import Limits, Worker, run_program_tests  # noqa: E402
+from trainers.sandbox import process as sandbox  # noqa: E402
+from trainers.sandbox.process import Limits, Worker
+from trainers.sandbox.programs import run_program_tests  # noqa: E402
 
 LIMITS = Limits(timeout_s=5.0, memory_mb=256)
 

@@ -1,4 +1,4 @@
-"""Seconds per GRPO step and peak memory: our loop (`trainers.loop`) against TRL's `GRPOTrainer`.
+"""Seconds per GRPO step and peak memory: our loop (`trainers.run.loop`) against TRL's `GRPOTrainer`.
 
     pip install "trl==1.16.0"        # for this benchmark only (not in requirements.txt); it adds
                                      # nothing else to the project's venv (pip install --dry-run)
@@ -8,7 +8,7 @@
 
 Cases (each in float32 and in bfloat16 unless `--precisions` says otherwise):
 
-- **fixed** (`--sizes tiny,small`): models built by `trainers.tiny` ("tiny" ~1 M, "small"
+- **fixed** (`--sizes tiny,small`): models built by `trainers.demos.tiny` ("tiny" ~1 M, "small"
   ~14 M parameters, 768-token vocabulary), 8 prompts x 8 completions of exactly 64 tokens.
   TRL gets `min_new_tokens = max_completion_length` (EOS suppressed); our engine is given an
   end-of-sequence id that never occurs. The printed token counts confirm both did the same work.
@@ -82,7 +82,7 @@ PHASES = ("timing/generate_s", "timing/score_s", "timing/old_ref_s", "timing/tra
 class Case:
     """One row of the table: a model, a length regime and a batch shape."""
 
-    size: str  # "tiny", "small" (trainers.tiny) or "real"
+    size: str  # "tiny", "small" (trainers.demos.tiny) or "real"
     kind: str  # "fixed", "eos" or "real"
     prompts: int
     group_size: int
@@ -159,8 +159,8 @@ def rss_mb(field: str = "VmRSS") -> float:
 
 def run_ours(job: dict) -> dict:
     """Times, phases and lengths of `job["steps"]` steps of a fresh trainer, warm-up included."""
-    from trainers.loop import Trainer
     from trainers.report import MemoryReporter
+    from trainers.run.loop import Trainer
     from trainers.spec import RunSpec
 
     spec = RunSpec.model_validate(job["spec"])
@@ -428,7 +428,7 @@ def make_lengths_skewed(model_dir: Path, short_frac: float, short_len: int, n_to
 
 def build_case_model(case: Case, work: Path, eos_prob: float) -> Path:
     """The case's model folder, built once and shared by both precisions and both sides."""
-    from trainers.tiny import build_tiny_model
+    from trainers.demos.tiny import build_tiny_model
 
     model_dir = work / f"model-{case.size}-{case.kind}"
     if model_dir.exists():
@@ -591,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--quick", action="store_true", help="debug run: tiny model, 1 round of 1 step, real case at 64 tokens"
     )
-    p.add_argument("--sizes", default="tiny,small", help="comma-separated trainers.tiny sizes for fixed/eos")
+    p.add_argument("--sizes", default="tiny,small", help="comma-separated trainers.demos.tiny sizes for fixed/eos")
     p.add_argument("--cases", default="fixed,eos,real", help="comma-separated: fixed, eos, real")
     p.add_argument("--precisions", default="float32,bfloat16", help="comma-separated: float32, bfloat16")
     p.add_argument("--eos-prob", type=float, default=0.03, help="per-token EOS probability in the eos case")
@@ -643,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
         for case in cases:
             from transformers import AutoModelForCausalLM
 
-            from trainers.tiny import count_parameters
+            from trainers.demos.tiny import count_parameters
 
             model_dir = build_case_model(case, work, args.eos_prob)
             args.params[case.size] = count_parameters(AutoModelForCausalLM.from_pretrained(model_dir))

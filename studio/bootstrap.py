@@ -56,15 +56,15 @@ def _first_user() -> tuple[str, str, Path] | None:
 
 
 def build_tiny_model(out_dir: Path) -> Path:
-    """trainers.tiny.build_tiny_model in a child process (it imports torch)."""
+    """trainers.demos.tiny.build_tiny_model in a child process (it imports torch)."""
     if not (out_dir / "config.json").exists():
-        code = "import sys; from trainers.tiny import build_tiny_model; build_tiny_model(sys.argv[1])"
+        code = "import sys; from trainers.demos.tiny import build_tiny_model; build_tiny_model(sys.argv[1])"
         subprocess.run([sys.executable, "-c", code, str(out_dir)], check=True, cwd=settings.BASE_DIR)
     return out_dir
 
 
 def make_demo(team: Team, user) -> Experiment:
-    from trainers.demo import demo_spec, make_demo_dataset
+    from trainers.demos.demo import demo_spec, make_demo_dataset
 
     demo_dir = storage.demo_dir()  # the one part of DATA_DIR that every team may read
     model = build_tiny_model(demo_model_path())

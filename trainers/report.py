@@ -53,7 +53,7 @@ class Rollout:
     hint: str | None = None
     hint_fraction: float | None = None
     # "train": sampled for a training step; "validation": sampled from a held-out prompt after the step
-    # `step` (trainers.validation), never trained on.
+    # `step` (trainers.run.validation), never trained on.
     split: str = "train"
 
     def to_dict(self) -> dict[str, Any]:

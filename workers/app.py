@@ -17,7 +17,7 @@ from studio.celery import app  # noqa: E402
 
 # User reward code and model-written programs run in the trainer's sandbox; it covers these
 # folders with an empty tmpfs, so such code never reads the database file, the secret key,
-# other teams' uploads or checkpoints (trainers.rewards.sandbox, "hidden folders").
+# other teams' uploads or checkpoints (trainers.sandbox.process, "hidden folders").
 os.environ.setdefault("ROLLOUT_SANDBOX_HIDE", str(settings.DATA_DIR))
 
 # tasks: registered by name; gpu: Celery signal handlers (GPU pinning, fleet inventory, memory release)

@@ -141,11 +141,11 @@ def execute_run(run_id: int, worker: str) -> str:
         spec = run_spec(run)
         reported = True
         if run.kind == "eval":
-            from trainers.evaluate import evaluate
+            from trainers.run.evaluate import evaluate
 
             result = evaluate(spec, reporter, CancelCheck(run_id))
         else:
-            from trainers.loop import train
+            from trainers.run.loop import train
 
             result = train(spec, reporter, CancelCheck(run_id))
         reported = False

@@ -1,6 +1,6 @@
 """The environment editor's "try it", on the worker: load the model (or a run's checkpoint), run
 a few episodes of the environment through the same multi-turn rollout code as training
-(`trainers.rollouts.run_episodes`, transformers engine), and return them as plain dicts.
+(`trainers.rollout.generate.run_episodes`, transformers engine), and return them as plain dicts.
 
 Tools and user code run in the trainer's sandbox here, never in the web process."""
 
@@ -16,12 +16,12 @@ def try_episodes(config: dict[str, Any], model: dict[str, Any], rows: list[dict[
                  progress: Callable[[str], None] = lambda stage: None) -> dict[str, Any]:  # fmt: skip
     """{"episodes": [[episode]]}: for each row, `n` episodes, each {messages, turns: [Turn.to_dict()],
     end_reason, error, final_text}. A bad config, model or row raises ValueError with the reason."""
-    from trainers.data import render_prompt
-    from trainers.engines.base import SamplingParams
-    from trainers.engines.hf import HFEngine
-    from trainers.loop import seed_everything
+    from trainers.data.prompts import render_prompt
     from trainers.models import default_device, load_policy
-    from trainers.rollouts import run_episodes
+    from trainers.rollout.engines.base import SamplingParams
+    from trainers.rollout.engines.hf import HFEngine
+    from trainers.rollout.generate import run_episodes
+    from trainers.run.seeding import seed_everything
     from trainers.spec import DataSpec, EnvironmentSpec, ModelSpec
 
     environment = EnvironmentSpec.model_validate(config)
@@ -44,7 +44,7 @@ def try_episodes(config: dict[str, Any], model: dict[str, Any], rows: list[dict[
 
 def prompt_row(index: int, row: dict[str, Any]):
     """A try-it row ({prompt or messages, answer?, ...}) as the dataset reader would map it."""
-    from trainers.data import PromptRow
+    from trainers.data.rows import PromptRow
 
     prompt = row.get("messages") or row.get("prompt")
     fields = {k: v for k, v in row.items() if k not in ("prompt", "messages")}

@@ -1,6 +1,6 @@
 """The studio's report on a dataset: columns, preview, row count and the rows a run would refuse.
 
-Reading is the trainer's own (`trainers.data.iter_records`), so what the studio previews and
+Reading is the trainer's own (`trainers.data.readers.iter_records`), so what the studio previews and
 checks is exactly what a run gets: the same values (CSV cells as text), the same row numbers,
 the same rule for a row (`map_row`). Parsing only: no user code runs here.
 """
@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainers.data import DataError, FieldMapping, PromptRow, RowError, detect_format, iter_records, map_row
+from trainers.data.readers import DataError, RowError, detect_format, iter_records
+from trainers.data.rows import FieldMapping, PromptRow, map_row
 
 __all__ = [
     "PREVIEW_ROWS",

@@ -11,7 +11,7 @@ from studio.environments import trying
 from studio.environments.configs import ConfigError, validate_environment
 from studio.environments.models import Environment, EnvironmentVersion
 from studio.lib.team_api import TeamField, TeamScopedViewSet
-from trainers.environments.kinds import ENVIRONMENTS
+from trainers.rollout.environments.catalog import ENVIRONMENT_KINDS
 
 
 class EnvironmentSerializer(serializers.ModelSerializer):
@@ -68,7 +68,7 @@ class TrySerializer(serializers.Serializer):
 
 
 class EnvironmentViewSet(TeamScopedViewSet):
-    """Environments: a kind (trainers.environments.kinds) with its params and the episode limits;
+    """Environments: a kind (trainers.rollout.environments.kinds) with its params and the episode limits;
     `try` runs a few episodes on a worker; `versions` lists every saved config.
 
     Members of any role may try the saved environment; an unsaved `config` may hold code, so it needs edit rights.
@@ -104,5 +104,5 @@ class EnvironmentViewSet(TeamScopedViewSet):
 @permission_classes([IsAuthenticated])
 def environment_kinds(request):
     """Each environment kind with the JSON schema of its parameters."""
-    return Response({kind: {"description": (cls.__doc__ or "").strip(), "params": cls.params_model.model_json_schema()}
-                     for kind, cls in ENVIRONMENTS.items()})  # fmt: skip
+    return Response({kind: {"description": entry.description.strip(), "params": entry.params_model.model_json_schema()}
+                     for kind, entry in ENVIRONMENT_KINDS.items()})  # fmt: skip

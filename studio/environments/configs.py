@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from trainers.environments.kinds import ENVIRONMENTS
+from trainers.rollout.environments.catalog import ENVIRONMENT_KINDS
 from trainers.spec import EnvironmentSpec, validation_errors
 
 
@@ -24,8 +24,8 @@ def validate_environment(config: Any) -> dict[str, Any]:
         raise ConfigError({"__all__": "an environment config is an object: {kind, params, max_turns, ...}"})
     # The schema checks the kind inside a model validator, whose error has no field; name it here.
     kind = config.get("kind")
-    if kind not in ENVIRONMENTS:
-        raise ConfigError({"kind": f"unknown environment kind {kind!r}; known: {', '.join(ENVIRONMENTS.names())}"})
+    if not isinstance(kind, str) or kind not in ENVIRONMENT_KINDS:
+        raise ConfigError({"kind": f"unknown environment kind {kind!r}; known: {', '.join(ENVIRONMENT_KINDS.names())}"})
     try:
         return EnvironmentSpec.model_validate(config).model_dump(mode="json")
     except ValidationError as exc:

@@ -13,7 +13,7 @@ from studio.accounts import permissions as perms
 from studio.datasets.models import Dataset
 from studio.lib.schema_form import FormField, fields_for, read_fields
 from studio.rubrics.forms import dataset_row
-from trainers.environments.kinds import ENVIRONMENTS
+from trainers.rollout.environments.catalog import ENVIRONMENT_KINDS
 from trainers.spec import EnvironmentSpec
 
 PREFIX = "config."
@@ -22,17 +22,17 @@ OWN_FIELDS = (f"{PREFIX}kind", f"{PREFIX}params")
 
 
 def kind_names() -> list[str]:
-    return ENVIRONMENTS.names()
+    return ENVIRONMENT_KINDS.names()
 
 
 def kind_doc(kind: str) -> str:
-    return (ENVIRONMENTS.get(kind).__doc__ or "").strip() if kind in ENVIRONMENTS else ""
+    return ENVIRONMENT_KINDS.get(kind).description.strip() if kind in ENVIRONMENT_KINDS else ""
 
 
 def params_fields(kind: str, params: dict[str, Any], errors: dict[str, str]) -> list[FormField]:
-    if kind not in ENVIRONMENTS:
+    if kind not in ENVIRONMENT_KINDS:
         return []
-    schema = ENVIRONMENTS.get(kind).params_model.model_json_schema()
+    schema = ENVIRONMENT_KINDS.get(kind).params_model.model_json_schema()
     return fields_for(schema, schema, f"{PREFIX}params.", params or {}, errors)
 
 

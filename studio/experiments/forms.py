@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from studio.lib.schema_form import FormField, fields_for, read_fields
-from trainers.engines.availability import vllm_build, vllm_unavailable_reason
+from trainers.rollout.engines.availability import vllm_build, vllm_unavailable_reason
 from trainers.spec import RunSpec
 
 # RunSpec parts the experiment form does not show: they come from the dataset, the rubric,

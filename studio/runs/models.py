@@ -40,7 +40,7 @@ EVENT_KINDS = (
     ("warning", "warning"),
     ("prompt_stats", "prompt statistics"),  # a step's were written (studio.runs.prompt_stats.event)
 )
-# Rollout.split: sampled for a training step, or from a held-out prompt after it (trainers.validation).
+# Rollout.split: sampled for a training step, or from a held-out prompt after it (trainers.run.validation).
 TRAIN_SPLIT, VALIDATION_SPLIT = "train", "validation"
 SPLITS = ((TRAIN_SPLIT, "Training"), (VALIDATION_SPLIT, "Validation"))
 PREVIEW_CHARS = 200

@@ -25,7 +25,7 @@ class Panel:
 
 
 PANELS: tuple[Panel, ...] = (
-    # Validation (trainers.validation) beside its training counterpart: the grid fills rows left to right.
+    # Validation (trainers.run.validation) beside its training counterpart: the grid fills rows left to right.
     Panel("reward", "Reward", r"^reward/(mean|std)$"),
     Panel("val_reward", "Validation reward (held-out prompts)", r"^val/reward/(mean|std)$"),
     Panel("criteria", "Reward per criterion", r"^reward/[^/]+/mean$"),

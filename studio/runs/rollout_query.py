@@ -50,12 +50,12 @@ MEMBERS = {"tool": "tools_used"}
 # ?criterion=<name>: scored on that criterion, within score_min..score_max when given.
 CRITERION, SCORE_MIN, SCORE_MAX = "criterion", "score_min", "score_max"
 # ?prompt=<row id>: the rollouts of that dataset row, under its id or a repeat's "<id>@<k>" (a row
-# drawn k times in one step: trainers.loop names its groups so). ?prompt_id= names one group only.
+# drawn k times in one step: trainers.run.loop names its groups so). ?prompt_id= names one group only.
 PROMPT, REPEAT_MARK = "prompt", "@"
 TEXT = "q"  # a substring of the whole prompt or completion, any case: summaries carry only previews
 HAS_NOTE, NOTE_TAG = "has_note", "note_tag"
 # ?split=train | validation | all: a run's training rollouts (the default, so per-step views never
-# mix in validation samples), the held-out prompts' samples (trainers.validation), or both.
+# mix in validation samples), the held-out prompts' samples (trainers.run.validation), or both.
 SPLIT, SPLIT_ALL = "split", "all"
 SPLIT_CHOICES = (TRAIN_SPLIT, VALIDATION_SPLIT, SPLIT_ALL)
 DEFAULT_SPLIT = TRAIN_SPLIT

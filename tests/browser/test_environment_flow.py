@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from tests.browser.live_studio import ROOT, LiveStudio, requires_chromium
-from trainers.environments.kinds import ENVIRONMENTS
+from trainers.rollout.environments.kinds import ENVIRONMENTS
 
 pytestmark = [
     pytest.mark.slow,
@@ -54,7 +54,7 @@ def files(studio, tmp_path_factory):
     subprocess.run([sys.executable, "manage.py", "shell", "-c", CREATE_USER], cwd=ROOT, env=studio.env, check=True)
     home = tmp_path_factory.mktemp("user-files")
     model = home / "tiny-model"
-    build = "import sys; from trainers.tiny import build_tiny_model; build_tiny_model(sys.argv[1])"
+    build = "import sys; from trainers.demos.tiny import build_tiny_model; build_tiny_model(sys.argv[1])"
     subprocess.run([sys.executable, "-c", build, str(model)], cwd=ROOT, env=studio.env, check=True)
     data = home / "sums.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"What is {a}+{a}?", "answer": str(2 * a)}) + "\n" for a in range(4)))

@@ -40,7 +40,7 @@ def files(studio, tmp_path_factory):
     subprocess.run([sys.executable, "manage.py", "shell", "-c", CREATE_USER], cwd=ROOT, env=studio.env, check=True)
     home = tmp_path_factory.mktemp("user-files")
     model = home / "tiny-model"
-    build = "import sys; from trainers.tiny import build_tiny_model; build_tiny_model(sys.argv[1])"
+    build = "import sys; from trainers.demos.tiny import build_tiny_model; build_tiny_model(sys.argv[1])"
     subprocess.run([sys.executable, "-c", build, str(model)], cwd=ROOT, env=studio.env, check=True)
     data = home / "letters.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"Repeat the letter: {c}", "answer": c}) + "\n" for c in "abcd"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from trainers.environments.base import ENVIRONMENTS, Environment, EnvironmentStart, StepResult
+from trainers.rollout.environments.base import ENVIRONMENTS, Environment, EnvironmentStart, StepResult
 
 KIND = "test_countdown"
 

@@ -195,7 +195,7 @@ def test_try_it_scores_on_the_worker_and_bad_rubric_code_gets_a_clear_error(stud
 
     # The worker's sandbox does not show the studio's data folder (database, secret key, first
     # login). Only bubblewrap hides it; the weak fallback cannot, and the sandbox docs say so.
-    from trainers.rewards.sandbox import isolation
+    from trainers.sandbox.process import isolation
 
     if isolation() == "bubblewrap":
         secret = studio["data_dir"] / "first-login.txt"

@@ -28,6 +28,6 @@ def test_the_web_tier_loads_every_url_and_the_asgi_app_without_torch_or_workers(
 
 
 def test_the_trainer_loop_imports_no_web_stack():
-    modules = imported_after("import trainers.loop, trainers.evaluate, trainers.cli")
+    modules = imported_after("import trainers.run.loop, trainers.run.evaluate, trainers.cli")
     assert "torch" in modules
     assert not modules & {"django", "rest_framework", "channels", "celery", "studio", "workers"}

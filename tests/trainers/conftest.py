@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trainers.engines.availability import vllm_unavailable_reason
+from trainers.rollout.engines.availability import vllm_unavailable_reason
 
 # vLLM publishes CPU builds for these; elsewhere its tests skip instead of failing.
 VLLM_PLATFORMS = {("Linux", "x86_64"), ("Linux", "aarch64")}
@@ -25,7 +25,7 @@ def vllm_here() -> None:
 
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory) -> Path:
-    from trainers.tiny import build_tiny_model
+    from trainers.demos.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import torch
 
-from trainers.logprobs import TokenBatch
-from trainers.loop import Trainer
 from trainers.report import MemoryReporter
+from trainers.run.loop import Trainer
 from trainers.spec import RunSpec
+from trainers.update.batches import TokenBatch
 
 PROMPT = [1, 5, 6]
 COMPLETIONS = [[7, 8], [9, 10, 11, 12, 13], [14], [15, 16, 17, 18, 19, 20, 21, 22], [23, 24, 25]]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-import trainers.loop as loop
+import trainers.run.loop as loop
 from trainers.report import MemoryReporter
 from trainers.spec import RunSpec
 

@@ -10,7 +10,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from trainers.environments.base import ENVIRONMENTS, Environment, EnvironmentStart, StepResult, ToolCall
+from trainers.episodes import ToolCall
+from trainers.rollout.environments.base import ENVIRONMENTS, Environment, EnvironmentStart, StepResult
 
 TOOL_TEXT = "result 7"
 

@@ -3,7 +3,7 @@
 from pathlib import Path
 from typing import Any
 
-from trainers.demo import demo_spec, make_demo_dataset
+from trainers.demos.demo import demo_spec, make_demo_dataset
 from trainers.spec import RunSpec
 
 
@@ -25,8 +25,9 @@ def engine_trainer_gap(model, prompts, groups, pad_id: int, temperature: float =
     of `prompts[i]` with their engine logprobs, the trainer's come from `model`'s forward pass."""
     import torch
 
-    from trainers.logprobs import TokenBatch, batched_logprobs
-    from trainers.micro_batching import MicroBatching
+    from trainers.update.batches import TokenBatch
+    from trainers.update.logprobs import batched_logprobs
+    from trainers.update.micro_batching import MicroBatching
 
     flat = [g for group in groups for g in group]
     flat_prompts = [p for p, group in zip(prompts, groups, strict=True) for _ in group]

@@ -12,12 +12,12 @@ from statistics import mean
 import pytest
 import torch
 
-from trainers.agent_demo import HELD_OUT_BOXES, agent_demo_spec, make_agent_dataset, warm_agent_model
-from trainers.environments.base import ToolCall
-from trainers.environments.tool_calls import well_formed
-from trainers.evaluate import evaluate
-from trainers.loop import train
+from trainers.demos.agent_demo import HELD_OUT_BOXES, agent_demo_spec, make_agent_dataset, warm_agent_model
+from trainers.episodes import ToolCall
 from trainers.report import MemoryReporter, Rollout
+from trainers.rollout.environments.tool_calls import well_formed
+from trainers.run.evaluate import evaluate
+from trainers.run.loop import train
 from trainers.spec import RunSpec
 
 

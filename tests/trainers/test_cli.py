@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from trainers.demo import demo_spec, make_demo_dataset
+from trainers.demos.demo import demo_spec, make_demo_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,6 @@
 """An episode laid out as one completion: sampled tokens trained on, observation tokens not."""
 
-from trainers.environments.base import ToolCall
-from trainers.episodes import Episode, Turn
+from trainers.episodes import Episode, ToolCall, Turn
 
 
 def _episode() -> Episode:

@@ -5,10 +5,10 @@ rubric on the completion only (see trainers/demo.py)."""
 import pytest
 import torch
 
-from trainers.demo import DEMO_LETTERS, HELD_OUT_PROMPTS, demo_spec, make_demo_dataset
-from trainers.evaluate import evaluate
-from trainers.loop import train
+from trainers.demos.demo import DEMO_LETTERS, HELD_OUT_PROMPTS, demo_spec, make_demo_dataset
 from trainers.report import MemoryReporter
+from trainers.run.evaluate import evaluate
+from trainers.run.loop import train
 from trainers.spec import RunSpec
 
 

@@ -12,7 +12,7 @@ from workers.tasks import execute_run
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory):
-    from trainers.tiny import build_tiny_model
+    from trainers.demos.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
@@ -24,7 +24,7 @@ class ExecuteRunTest(StudioTestCase):
         self.model_path = str(tiny_model)
 
     def demo_run(self, **overrides) -> Run:
-        from trainers.demo import demo_spec, make_demo_dataset
+        from trainers.demos.demo import demo_spec, make_demo_dataset
 
         data = make_demo_dataset(self.tmp / "demo.jsonl")
         optim = {"total_steps": 2, "prompts_per_step": 2, **overrides.pop("optim", {})}
@@ -106,7 +106,7 @@ class ExecuteRunTest(StudioTestCase):
         self.assertTrue(Rollout.objects.filter(run=evaluation).exists())
 
     def test_a_run_whose_criterion_fails_everywhere_warns_then_stops_failed_naming_it(self):
-        from trainers.demo import demo_rubric
+        from trainers.demos.demo import demo_rubric
 
         broken = {"name": "broken", "kind": "exact_match", "params": {"reference_field": "missing"}}
         run = self.demo_run(rubric={"criteria": [*demo_rubric()["criteria"], broken]},

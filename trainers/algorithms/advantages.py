@@ -35,35 +35,16 @@ import torch
 from torch import Tensor
 
 from trainers.algorithms.groups import group_mean, group_normalise, group_size
-from trainers.algorithms.masked import masked_sum, masked_whiten, zero_masked
-from trainers.algorithms.registry import Registry
+from trainers.algorithms.masked import masked_whiten, zero_masked
+from trainers.algorithms.returns import discounted_returns, sequence_scores
+from trainers.algorithms.turn_advantages import gigpo_advantages, mt_grpo_advantages
 from trainers.algorithms.turns import TurnLayout
+from trainers.registry import Registry
 
 AdvantageFn = Callable[..., tuple[Tensor, Tensor]]
 
 ADVANTAGES: Registry[AdvantageFn] = Registry("advantage estimator")
 
-
-def sequence_scores(token_rewards: Tensor, mask: Tensor) -> Tensor:
-    """(B,) sum of the rewards of the valid tokens of each sequence."""
-    return masked_sum(token_rewards, mask, dim=-1)
-
-
-def discounted_returns(token_rewards: Tensor, mask: Tensor, gamma: float) -> Tensor:
-    """(B, T) reward-to-go R_t = r_t + gamma * R_{t+1} over valid tokens, 0 at masked positions.
-
-    With gamma = 1 (the default) this is a reversed cumsum; otherwise a Python loop over T
-    (as verl), because powers gamma^(s-t) in closed form underflow for long responses.
-    """
-    rewards = zero_masked(token_rewards, mask)  # (B, T)
-    if gamma == 1.0:
-        return zero_masked(rewards.flip(-1).cumsum(-1).flip(-1), mask)
-    returns = torch.zeros_like(rewards)
-    running = torch.zeros_like(rewards[:, 0])  # (B,)
-    for t in reversed(range(rewards.shape[1])):
-        running = rewards[:, t] + gamma * running
-        returns[:, t] = running
-    return zero_masked(returns, mask)
 
 
 def _broadcast(per_sequence: Tensor, mask: Tensor) -> Tensor:
@@ -208,6 +189,7 @@ def group_mean_batch_std_advantages(
     return _broadcast(advantage, mask), discounted_returns(token_rewards, mask, gamma)
 
 
-# Turn-aware entries live in their own module; importing it registers them after the ones above
-# (the catalog lists names in registration order).
-from trainers.algorithms import turn_advantages  # noqa: E402, F401
+# Turn-aware entries live in their own module; registered after the ones above (the catalog lists
+# names in registration order).
+ADVANTAGES.register("mt_grpo")(mt_grpo_advantages)
+ADVANTAGES.register("gigpo")(gigpo_advantages)

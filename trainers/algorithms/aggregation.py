@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from trainers.algorithms.masked import masked_mean, masked_sum
-from trainers.algorithms.registry import Registry
+from trainers.registry import Registry
 
 AggregationFn = Callable[..., Tensor]
 

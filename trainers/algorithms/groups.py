@@ -1,7 +1,8 @@
 """Per-group statistics of one scalar per sample, broadcast back to the samples.
 
-A group is the set of completions sampled for one prompt; `group_index` (B,) holds
-any integer id per sample (ids need not be contiguous or sorted). Every function
+A group is the set of completions sampled for one prompt (or, for turn-level credit, the turns
+taken from one state); `group_index` holds any integer key per sample, (B,), or a key row per
+sample, (B, K) (ids need not be contiguous or sorted). Every function
 returns a (B,) tensor: the statistic of the sample's own group, vectorised with
 `index_add_` rather than a Python loop over groups.
 """
@@ -12,9 +13,16 @@ import torch
 from torch import Tensor
 
 
+def group_ids(group_index: Tensor) -> Tensor:
+    """(B,) contiguous ids 0..G-1 of the groups keyed by `group_index` (B,) or by its rows (B, K)."""
+    if group_index.dim() > 1:
+        return torch.unique(group_index, dim=0, return_inverse=True)[1]
+    return torch.unique(group_index, return_inverse=True)[1]
+
+
 def _group_sum(values: Tensor, group_index: Tensor) -> Tensor:
     """(B,) sum of `values` over each sample's group."""
-    _, inverse = torch.unique(group_index, return_inverse=True)
+    inverse = group_ids(group_index)
     num_groups = int(inverse.max().item()) + 1 if inverse.numel() else 0
     sums = torch.zeros(num_groups, dtype=values.dtype, device=values.device).index_add_(0, inverse, values)
     return sums[inverse]
@@ -22,7 +30,7 @@ def _group_sum(values: Tensor, group_index: Tensor) -> Tensor:
 
 def group_size(group_index: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
     """(B,) number of samples in each sample's group."""
-    return _group_sum(torch.ones(group_index.shape, dtype=dtype, device=group_index.device), group_index)
+    return _group_sum(torch.ones(group_index.shape[:1], dtype=dtype, device=group_index.device), group_index)
 
 
 def group_mean(values: Tensor, group_index: Tensor) -> Tensor:
@@ -52,7 +60,7 @@ def group_has_spread(values: Tensor, group_index: Tensor) -> Tensor:
     Compares max with min exactly (no tolerance) because rewards are mostly discrete
     and a tiny float spread still gives a (tiny) non-zero GRPO advantage.
     """
-    _, inverse = torch.unique(group_index, return_inverse=True)
+    inverse = group_ids(group_index)
     num_groups = int(inverse.max().item()) + 1 if inverse.numel() else 0
     fill = torch.full((num_groups,), float("inf"), dtype=values.dtype, device=values.device)
     group_min = fill.scatter_reduce(0, inverse, values, reduce="amin")

@@ -23,7 +23,8 @@ from typing import Any
 import torch
 
 from trainers.episodes import Episode
-from trainers.logprobs import TokenBatch, token_logprobs
+from trainers.update.batches import TokenBatch
+from trainers.update.logprobs import token_logprobs
 
 
 @torch.no_grad()

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from torch import Tensor
 
-from trainers.algorithms.registry import Registry
+from trainers.registry import Registry
 
 KlFn = Callable[[Tensor, Tensor], Tensor]
 

@@ -30,7 +30,7 @@ from torch import Tensor
 
 from trainers.algorithms.aggregation import aggregate_loss
 from trainers.algorithms.masked import masked_mean, zero_masked
-from trainers.algorithms.registry import Registry
+from trainers.registry import Registry
 
 # exp() of a per-token log-ratio beyond +-20 overflows half precision and means the
 # sample is useless anyway (verl clamps at the same bound).

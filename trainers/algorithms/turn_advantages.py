@@ -1,7 +1,7 @@
 """Turn-aware advantage estimators: credit for each turn of a multi-turn episode, not one
 number broadcast over the whole trajectory.
 
-Both entries take the one `ADVANTAGES` signature (see `trainers.algorithms.advantages`) and
+Both take the one `ADVANTAGES` signature (`trainers.algorithms.advantages` registers them) and
 read the turn boundaries from `turns` (a `TurnLayout`); without one, every sequence is a single
 turn and both reduce to GRPO. The loop has already put each turn's environment reward on the
 last sampled token of that turn, so the episode's sequence score is outcome + turn rewards
@@ -18,20 +18,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from trainers.algorithms.advantages import ADVANTAGES, discounted_returns, sequence_scores
 from trainers.algorithms.groups import group_normalise
 from trainers.algorithms.masked import zero_masked
+from trainers.algorithms.returns import discounted_returns, sequence_scores
 from trainers.algorithms.turns import TurnLayout
-
-
-def _normalise(values: Tensor, keys: Tensor, eps: float) -> Tensor:
-    """(N,) values normalised within the sets of equal `keys` (N,) or (N, d)."""
-    if values.numel() == 0:
-        return values
-    _, ids = (
-        torch.unique(keys, dim=0, return_inverse=True) if keys.dim() > 1 else torch.unique(keys, return_inverse=True)
-    )
-    return group_normalise(values, ids, eps)
 
 
 def _outcome_part(token_rewards: Tensor, mask: Tensor, turns: TurnLayout) -> Tensor:
@@ -46,7 +36,6 @@ def _per_token(turn_values: Tensor, mask: Tensor, turns: TurnLayout) -> Tensor:
     return zero_masked(values, mask.bool() & (turns.turn_index >= 0))
 
 
-@ADVANTAGES.register("mt_grpo")
 @torch.no_grad()
 def mt_grpo_advantages(
     token_rewards: Tensor,
@@ -76,13 +65,13 @@ def mt_grpo_advantages(
     """
     turns = turns if turns is not None else TurnLayout.single_turn(mask)
     B, K = turns.turn_rewards.shape
-    outcome_adv = _normalise(_outcome_part(token_rewards, mask, turns), group_index, eps)  # (B,)
+    outcome_adv = group_normalise(_outcome_part(token_rewards, mask, turns), group_index, eps)  # (B,)
 
     valid = turns.turn_valid  # (B, K)
     rows, cols = valid.nonzero(as_tuple=True)  # one entry per (episode, turn) that exists
     keys = torch.stack([group_index[rows], cols], dim=-1)  # (N, 2): (group, turn)
     turn_adv = torch.zeros((B, K), device=mask.device)
-    turn_adv[rows, cols] = _normalise(turns.turn_rewards[rows, cols].float(), keys, eps)
+    turn_adv[rows, cols] = group_normalise(turns.turn_rewards[rows, cols].float(), keys, eps)
     to_go = turn_adv.flip(-1).cumsum(-1).flip(-1)  # (B, K): sum over k' >= k (absent turns hold 0)
 
     per_turn = outcome_adv.unsqueeze(-1) + turns.turn_advantage_weight * to_go  # (B, K)
@@ -104,7 +93,6 @@ def _step_returns(turn_rewards: Tensor, valid: Tensor, outcome: Tensor, gamma: f
     return torch.where(valid, returns, torch.zeros_like(returns))
 
 
-@ADVANTAGES.register("gigpo")
 @torch.no_grad()
 def gigpo_advantages(
     token_rewards: Tensor,
@@ -129,7 +117,7 @@ def gigpo_advantages(
     """
     turns = turns if turns is not None else TurnLayout.single_turn(mask)
     B, K = turns.turn_rewards.shape
-    episode_adv = _normalise(sequence_scores(token_rewards, mask), group_index, eps)  # (B,)
+    episode_adv = group_normalise(sequence_scores(token_rewards, mask), group_index, eps)  # (B,)
 
     returns = _step_returns(
         turns.turn_rewards.float(), turns.turn_valid, _outcome_part(token_rewards, mask, turns), gamma
@@ -149,7 +137,7 @@ def gigpo_advantages(
     if slots:
         rows = torch.tensor([i for i, _ in slots], device=mask.device)
         cols = torch.tensor([k for _, k in slots], device=mask.device)
-        step_adv[rows, cols] = _normalise(returns[rows, cols], torch.tensor(keys, device=mask.device), eps)
+        step_adv[rows, cols] = group_normalise(returns[rows, cols], torch.tensor(keys, device=mask.device), eps)
 
     per_turn = episode_adv.unsqueeze(-1) + turns.step_advantage_weight * step_adv  # (B, K)
     return _per_token(per_turn, mask, turns), discounted_returns(token_rewards, mask, gamma)

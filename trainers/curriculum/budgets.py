@@ -12,9 +12,9 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from trainers.algorithms.registry import Registry
 from trainers.curriculum.stats import PromptBook
-from trainers.data import Prompt
+from trainers.data.prompts import Prompt
+from trainers.registry import Registry
 from trainers.spec import RunSpec
 
 

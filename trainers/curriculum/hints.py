@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from trainers.curriculum.stats import rollout_passed
-from trainers.data import Hint, Prompt
+from trainers.data.prompts import Hint, Prompt
 from trainers.rewards.sample import RubricResult
 
 

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainers.algorithms.registry import Registry
 from trainers.curriculum.stats import PromptBook
-from trainers.data import Prompt, PromptSource
+from trainers.data.prompts import Prompt
+from trainers.data.source import PromptSource
+from trainers.registry import Registry
 from trainers.spec import CurriculumSpec
 
 

@@ -10,7 +10,8 @@ import numpy as np
 from trainers.curriculum.budgets import ROLLOUT_BUDGETS, Allocation
 from trainers.curriculum.samplers import PROMPT_SAMPLERS, SamplerPool
 from trainers.curriculum.stats import PromptBook, rollout_passed
-from trainers.data import Prompt, PromptSource
+from trainers.data.prompts import Prompt
+from trainers.data.source import PromptSource
 from trainers.rewards.sample import RubricResult
 from trainers.spec import RunSpec
 

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from trainers.algorithms.registry import Registry
+from trainers.registry import Registry
 from trainers.rewards.patterns import DEFAULT_TIMEOUT_S, compile_pattern, warnings_for
 
 

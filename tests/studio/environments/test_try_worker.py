@@ -18,7 +18,7 @@ from launcher.processes import Children, start_embedded_redis
 from launcher.studio import worker_argv
 from tests.studio.environment_kind import CONFIG
 from tests.studio.rubrics.test_try_timeout import worker_online
-from trainers.environments.kinds import ENVIRONMENTS
+from trainers.rollout.environments.kinds import ENVIRONMENTS
 
 ROOT = Path(__file__).resolve().parents[3]
 TURN_KEYS = {"text", "num_tokens", "finish_reason", "tool_calls", "observation", "observation_tokens", "reward",
@@ -39,7 +39,7 @@ except TryError as exc:
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
-    from trainers.tiny import build_tiny_model
+    from trainers.demos.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
 

@@ -33,7 +33,7 @@ class ExperimentPagesTest(StudioTestCase):
 
     def test_the_engine_field_says_which_vllm_build_runs_here_or_why_vllm_is_off(self):
 
-        from trainers.engines.availability import vllm_build
+        from trainers.rollout.engines.availability import vllm_build
 
         self.client.force_login(self.bob)
         page = self.client.get("/experiments/new/").content.decode()

@@ -10,9 +10,9 @@ def trainer_metric_keys() -> set[str]:
     """The keys a training step reports, as the trainer tests know them (without training a model)."""
     import torch
 
-    from tests.trainers.test_loop import STEP_KEYS
+    from tests.trainers.run.test_loop import STEP_KEYS
     from trainers.algorithms.policy_losses import PolicyLossOutput
-    from trainers.engines.mismatch import logprob_gap
+    from trainers.algorithms.mismatch import logprob_gap
 
     zero = torch.tensor(0.0)
     losses = PolicyLossOutput(*[zero] * 6).metrics()
@@ -22,7 +22,7 @@ def trainer_metric_keys() -> set[str]:
     # rollout/tis_clip_frac only with TIS on a separate sampler, perf/gpu_mem_peak_gb only on CUDA.
     step = {"actor/kl", "rollout/tis_clip_frac", "perf/gen_tokens_per_s", "perf/train_tokens_per_s",
             "perf/gpu_mem_peak_gb", "data/generation_rounds", "data/groups_kept"}  # fmt: skip
-    # An evaluation's (tests/trainers/test_evaluate.py).
+    # An evaluation's (tests/trainers/run/test_evaluate.py).
     evaluation = {"eval/reward/mean", "eval/reward/std", "eval/reward/any/mean", "eval/pass@2"}
     # A multi-turn run's (trainers/rollouts.py: the keys agreed for issue 12), with one tool.
     episode = {"episode/turns_mean", "episode/tool_calls_mean", "episode/tool_calls/calculator",

@@ -20,7 +20,8 @@ import math
 import pytest
 import torch
 
-from trainers.algorithms.advantages import ADVANTAGES, discounted_returns
+from trainers.algorithms.advantages import ADVANTAGES
+from trainers.algorithms.returns import discounted_returns
 
 PAD = 100.0
 MASK = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1], [1, 1, 0], [1, 1, 1]], dtype=torch.float32)

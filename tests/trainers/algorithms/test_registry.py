@@ -2,7 +2,7 @@
 
 import pytest
 
-from trainers.algorithms.registry import Registry, UnknownNameError
+from trainers.registry import Registry, UnknownNameError
 
 
 def _fresh() -> Registry:

@@ -1,6 +1,7 @@
 import pytest
 
-from trainers.data import Prompt, PromptRow
+from trainers.data.prompts import Prompt
+from trainers.data.rows import PromptRow
 
 
 def make_prompts(count: int) -> list[Prompt]:

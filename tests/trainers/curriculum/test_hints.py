@@ -5,7 +5,8 @@ from dataclasses import dataclass
 import pytest
 
 from trainers.curriculum.hints import Hinter, HintSchedule, hint_token_count, hinted_prompt
-from trainers.data import Prompt, PromptRow
+from trainers.data.prompts import Prompt
+from trainers.data.rows import PromptRow
 from trainers.rewards.sample import RubricResult
 
 SOLUTION = "the answer is yes please"  # 5 tokens in the tiny model's BPE: the / answer / is / yes / please

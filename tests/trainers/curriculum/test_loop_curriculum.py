@@ -4,9 +4,10 @@ samplers' choices survive a resume, budgets give groups of their own sizes, even
 import pytest
 
 from tests.trainers.helpers import tiny_spec
-from trainers.data import PromptSource, load_prompts
-from trainers.loop import train
+from trainers.data.prompts import load_prompts
+from trainers.data.source import PromptSource
 from trainers.report import MemoryReporter
+from trainers.run.loop import train
 from trainers.spec import RunSpec
 
 NONDETERMINISTIC = ("timing/", "perf/")

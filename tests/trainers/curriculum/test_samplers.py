@@ -7,7 +7,7 @@ import pytest
 from tests.trainers.curriculum.conftest import make_prompts
 from trainers.curriculum.samplers import PROMPT_SAMPLERS, SamplerPool
 from trainers.curriculum.stats import PromptBook
-from trainers.data import PromptSource
+from trainers.data.source import PromptSource
 from trainers.spec import CurriculumSpec
 
 

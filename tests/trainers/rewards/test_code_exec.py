@@ -5,7 +5,7 @@ import pytest
 from tests.trainers.rewards.helpers import sample
 from trainers.rewards.criteria import build_criterion
 from trainers.rewards.criteria.code_exec import parse_tests
-from trainers.rewards.sandbox import isolation
+from trainers.sandbox.process import isolation
 
 STDIO_TESTS = [
     {"input": "1 2\n", "output": "3\n"},

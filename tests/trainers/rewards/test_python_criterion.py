@@ -12,7 +12,7 @@ from tests.trainers.rewards.helpers import sample
 from trainers.rewards.catalog import PythonParams
 from trainers.rewards.criteria.python import Python
 from trainers.rewards.rubric import Rubric
-from trainers.rewards.sandbox import HIDE_ENV, isolation
+from trainers.sandbox.process import HIDE_ENV, isolation
 
 # Each misbehaviour is triggered by the completion text, so one batch mixes good and bad samples.
 USER_CODE = textwrap.dedent(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from trainers.algorithms.registry import Registry
+from trainers.registry import Registry
 from trainers.report import CriterionScore
 from trainers.rewards.catalog import Params
 from trainers.rewards.sample import Sample

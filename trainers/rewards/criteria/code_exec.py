@@ -20,7 +20,8 @@ from trainers.rewards.catalog import CodeExecParams
 from trainers.rewards.criteria.base import CRITERIA, Criterion, clip_text, quoted, reference
 from trainers.rewards.extract import NotFound, extract_code
 from trainers.rewards.sample import Sample
-from trainers.rewards.sandbox import Limits, run_program_tests
+from trainers.sandbox.process import Limits
+from trainers.sandbox.programs import run_program_tests
 
 
 def parse_tests(raw: Any, field_name: str) -> tuple[str, list[Any]]:

@@ -136,9 +136,9 @@ def local_judge(path: str) -> tuple[Any, Any]:
 
 def local_generate(params: LLMJudgeParams, chats: list[list[dict[str, str]]]) -> list[str]:
     """Greedy replies of the local judge, one per chat (batched by the transformers engine)."""
-    from trainers.data import encode_chat
-    from trainers.engines.base import SamplingParams
-    from trainers.engines.hf import HFEngine
+    from trainers.data.prompts import encode_chat
+    from trainers.rollout.engines.base import SamplingParams
+    from trainers.rollout.engines.hf import HFEngine
 
     model, tokenizer = local_judge(params.model)
     prompts = [encode_chat(tokenizer, chat)[1] for chat in chats]

@@ -24,7 +24,7 @@ from trainers.rewards.catalog import MathEquivParams
 from trainers.rewards.criteria.base import CRITERIA, Criterion, failure, quoted, reference
 from trainers.rewards.extract import NotFound, last_boxed, last_number
 from trainers.rewards.sample import Sample
-from trainers.rewards.sandbox import Limits, SandboxError, WorkerPool
+from trainers.sandbox.process import Limits, SandboxError, WorkerPool
 
 # The fallback worker imports sympy, which needs more room than user reward functions.
 WORKER_MEMORY_MB = 4096

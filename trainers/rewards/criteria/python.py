@@ -18,7 +18,7 @@ from trainers.report import CriterionScore
 from trainers.rewards.catalog import PythonParams
 from trainers.rewards.criteria.base import CRITERIA, Criterion, clip_text, failure
 from trainers.rewards.sample import Sample
-from trainers.rewards.sandbox import Limits, SandboxError, WorkerPool
+from trainers.sandbox.process import Limits, SandboxError, WorkerPool
 
 
 def to_score(value: Any) -> CriterionScore:

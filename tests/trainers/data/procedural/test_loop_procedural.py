@@ -1,0 +1,83 @@
+"""A procedural run end to end on the tiny model: the loop draws from the current level's pool,
+reports `procedural/*`, moves the level, and a resumed run follows the same difficulty path."""
+
+import pytest
+
+from trainers.demos.demo import demo_spec
+from trainers.report import MemoryReporter
+from trainers.run.loop import train
+from trainers.spec import RunSpec
+
+# A random tiny model rarely solves a task, so the pass rate here is "the completion holds a
+# digit": it varies from step to step with what the model samples, which makes the level move
+# both ways through a narrow band.
+DIGIT_RUBRIC = {
+    "criteria": [{"name": "digit", "kind": "regex", "weight": 1.0, "params": {"pattern": r"\d"}}],
+    "pass_threshold": 1.0,
+}
+
+
+def procedural_spec(model_path, tmp_path, **procedural) -> RunSpec:
+    config = demo_spec(
+        model_path, "unused", tmp_path / "out",
+        optim={"total_steps": 6, "prompts_per_step": 2, "micro_batch_size": 8, "seed": 3},
+        algorithm={"group_size": 4}, rollout={"max_new_tokens": 6}, checkpoint={"every_n_steps": 3},
+    )  # fmt: skip
+    config["data"] = {"procedural": {"task": "arithmetic", "window": 1, "target_band": [0.3, 0.5], **procedural}}
+    config["rubric"] = DIGIT_RUBRIC
+    return RunSpec.model_validate(config)
+
+
+def levels_of(reporter: MemoryReporter) -> list[list[int]]:
+    """Each step's prompts' levels, read from their ids ('L<level>-<i>')."""
+    return [sorted({int(r.prompt_id.split("-")[0][1:]) for r in batch}) for _, batch in reporter.rollout_batches]
+
+
+def test_the_level_follows_the_pass_rate_and_the_prompts_come_from_that_level(tiny_model_path, tmp_path):
+    reporter = MemoryReporter()
+    spec = procedural_spec(tiny_model_path, tmp_path, start_difficulty=4)
+    assert train(spec, reporter).status == "succeeded"
+    difficulty, rate = reporter.series("procedural/difficulty"), reporter.series("procedural/pass_rate")
+    assert difficulty[0] == 4
+    assert [[int(d)] for d in difficulty] == levels_of(reporter)
+    for step in range(1, len(difficulty)):  # window 1: each step's rate decides the next level
+        before, after, r = difficulty[step - 1], difficulty[step], rate[step - 1]
+        expected = before + 1 if r > 0.5 else before - 1 if r < 0.3 else before
+        assert after == min(max(expected, 1), 8), f"step {step}: rate {r} at level {before}"
+    # Each step's rate is over 2 prompts x 4 samples, each a pass or not.
+    assert all((r * 8).is_integer() for r in rate)
+    assert len(set(difficulty)) > 1, f"the level never moved: {difficulty} (rates {rate})"
+
+
+def test_without_adapt_the_level_stays(tiny_model_path, tmp_path):
+    reporter = MemoryReporter()
+    train(procedural_spec(tiny_model_path, tmp_path, start_difficulty=2, adapt=False), reporter)
+    assert reporter.series("procedural/difficulty") == [2.0] * 6
+
+
+def test_a_resumed_run_follows_the_same_difficulty_path(tiny_model_path, tmp_path):
+    whole = MemoryReporter()
+    train(procedural_spec(tiny_model_path, tmp_path / "whole", start_difficulty=4), whole)
+
+    interrupted = MemoryReporter()
+    first = procedural_spec(tiny_model_path, tmp_path / "split", start_difficulty=4)
+    train(first, interrupted, should_stop=lambda: len(interrupted.metric_points) == 3)
+    resumed = MemoryReporter()
+    second = procedural_spec(tiny_model_path, tmp_path / "split", start_difficulty=4)
+    second.checkpoint.resume_from = "latest"
+    assert train(second, resumed).steps == 6
+
+    assert resumed.series("procedural/difficulty") == whole.series("procedural/difficulty")[3:]
+    assert resumed.series("procedural/pass_rate") == pytest.approx(whole.series("procedural/pass_rate")[3:])
+    ids = [[(r.prompt_id, r.completion) for r in batch] for _, batch in whole.rollout_batches[3:]]
+    assert [[(r.prompt_id, r.completion) for r in batch] for _, batch in resumed.rollout_batches] == ids
+
+
+def test_a_sampler_draws_within_the_current_level_as_it_moves(tiny_model_path, tmp_path):
+    reporter = MemoryReporter()
+    spec = procedural_spec(tiny_model_path, tmp_path, start_difficulty=4)
+    spec.curriculum.sampler = "online_difficulty"  # reads every pool prompt's posterior: new levels have the prior
+    assert train(spec, reporter).status == "succeeded"
+    difficulty = reporter.series("procedural/difficulty")
+    assert len(set(difficulty)) > 1, difficulty
+    assert [[int(d)] for d in difficulty] == levels_of(reporter)

@@ -1,0 +1,83 @@
+import pytest
+
+from tests.trainers.helpers import tiny_spec
+from trainers.report import MemoryReporter
+from trainers.run.checkpoint import STATE_FILE, CheckpointError, list_checkpoints, resolve_resume
+from trainers.run.loop import train
+
+# Wall-clock measurements differ between any two runs; everything else must not.
+NONDETERMINISTIC = ("timing/", "perf/")
+
+
+def comparable(metrics: dict[str, float]) -> dict[str, float]:
+    return {k: v for k, v in metrics.items() if not k.startswith(NONDETERMINISTIC)}
+
+
+@pytest.mark.parametrize("engine", ["transformers", "vllm"])
+def test_an_interrupted_then_resumed_run_equals_the_uninterrupted_run(tiny_model_path, tmp_path, engine, request):
+    # With vLLM: the resumed engine loads the checkpoint's weights and continues its per-prompt seeds.
+    rollout = {"engine": engine}
+    if engine == "vllm":
+        request.getfixturevalue("vllm_here")
+        rollout |= {"vllm_enforce_eager": True, "vllm_gpu_memory_utilization": 0.1}
+    overrides = {"optim": {"total_steps": 4, "seed": 7}, "checkpoint": {"every_n_steps": 2}, "rollout": rollout}
+    whole = MemoryReporter()
+    train(tiny_spec(tiny_model_path, tmp_path / "whole", **overrides), whole)
+
+    interrupted = MemoryReporter()
+    first = tiny_spec(tiny_model_path, tmp_path / "split", **overrides)
+    assert train(first, interrupted, should_stop=lambda: len(interrupted.metric_points) == 2).status == "cancelled"
+    resumed = MemoryReporter()
+    second = tiny_spec(tiny_model_path, tmp_path / "split", **overrides)
+    second.checkpoint.resume_from = "latest"
+    assert train(second, resumed).steps == 4
+
+    assert [s for s, _ in resumed.metric_points] == [3, 4]
+    for (step, expected), (_, got) in zip(whole.metric_points[2:], resumed.metric_points, strict=True):
+        expected, got = comparable(expected), comparable(got)
+        assert got.keys() == expected.keys()
+        for key in expected:
+            assert got[key] == pytest.approx(expected[key], abs=1e-6), f"step {step} {key}"
+    completions = [[r.completion for r in batch] for _, batch in whole.rollout_batches[2:]]
+    assert [[r.completion for r in batch] for _, batch in resumed.rollout_batches] == completions
+    assert any("resumed from" in line for line in resumed.lines)
+
+
+def test_only_the_newest_checkpoints_are_kept(tiny_model_path, tmp_path):
+    spec = tiny_spec(
+        tiny_model_path, tmp_path, optim={"total_steps": 3}, checkpoint={"every_n_steps": 1, "keep_last": 2}
+    )
+    reporter = MemoryReporter()
+    train(spec, reporter)
+    assert [s for s, _ in reporter.checkpoints] == [1, 2, 3]
+    kept = list_checkpoints(spec.checkpoint.output_dir)
+    assert [p.name for p in kept] == ["step-2", "step-3"]
+    assert (kept[-1] / STATE_FILE).exists() and (kept[-1] / "model.safetensors").exists()
+    assert (kept[-1] / "tokenizer.json").exists()
+
+
+def test_resuming_without_a_checkpoint_says_where_it_looked(tiny_model_path, tmp_path):
+    spec = tiny_spec(tiny_model_path, tmp_path)
+    spec.checkpoint.resume_from = "latest"
+    with pytest.raises(CheckpointError, match=r"resume_from='latest' but .*checkpoints holds no checkpoint"):
+        resolve_resume(spec.checkpoint)
+    spec.checkpoint.resume_from = str(tmp_path)
+    with pytest.raises(CheckpointError, match="is not a checkpoint folder"):
+        train(spec, MemoryReporter())
+
+
+def test_a_lora_run_checkpoints_its_adapters_and_resumes(tiny_model_path, tmp_path):
+    lora = {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}
+    spec = tiny_spec(tiny_model_path, tmp_path, model={"lora": lora}, algorithm={"group_size": 4, "kl_beta": 0.1})
+    reporter = MemoryReporter()
+    train(spec, reporter)
+    final = list_checkpoints(spec.checkpoint.output_dir)[-1]
+    assert (final / "adapter_config.json").exists() and not (final / "model.safetensors").exists()
+    spec.optim.total_steps = 4
+    spec.checkpoint.resume_from = "latest"
+    resumed = MemoryReporter()
+    assert train(spec, resumed).steps == 4
+    assert [s for s, _ in resumed.metric_points] == [4]
+    # The resumed adapters were loaded: fresh ones (lora_B = 0) would leave the policy equal to the
+    # reference and the KL exactly 0 (k3 is never negative, so only > 0 says something).
+    assert resumed.metric_points[0][1]["actor/kl"] > 0

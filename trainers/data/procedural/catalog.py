@@ -1,0 +1,31 @@
+"""The procedural tasks by name, as the settings know them: each task's hardest level and the
+environment it runs in (None: a single turn). Imports nothing at run time, so `ProceduralSpec`
+validates a task without loading the generators; `tests/trainers/data/procedural/test_catalog.py`
+checks that `GENERATORS` lists the same tasks with the same levels and environments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainers.data.procedural.multi_turn import GUESS_HARDEST, LOOKUP_HARDEST
+from trainers.registry import Registry
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    max_level: int
+    environment: str | None = None  # the environment kind a run of this task must use
+
+
+TASKS: Registry[TaskInfo] = Registry("procedural task")
+for _name, _info in (
+    ("arithmetic", TaskInfo(8)),
+    ("sorting", TaskInfo(8)),
+    ("counting", TaskInfo(8)),
+    ("reverse", TaskInfo(8)),
+    ("uppercase", TaskInfo(8)),
+    ("rotate", TaskInfo(8)),
+    ("lookup", TaskInfo(LOOKUP_HARDEST, "lookup")),
+    ("guess_number", TaskInfo(GUESS_HARDEST, "guess_number")),
+):
+    TASKS.register(_name)(_info)

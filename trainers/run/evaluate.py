@@ -1,0 +1,142 @@
+"""Evaluation: k sampled completions (or episodes, with an environment) per prompt from the base
+model or a checkpoint, scored by the rubric: mean reward, mean per criterion, and pass@k when the rubric has a
+pass threshold. Rollouts are reported like training's (step 0).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from trainers.data.prompts import load_prompts
+from trainers.models import default_device, load_policy
+from trainers.report import Reporter, failure_reported
+from trainers.rewards.rubric import Rubric
+from trainers.rollout.engines.base import SamplingParams
+from trainers.rollout.engines.catalog import create_engine
+from trainers.rollout.generate import ScoredGroup, generate_and_score
+from trainers.run.records import episode_rollout
+from trainers.run.seeding import seed_everything
+from trainers.spec import RunSpec
+
+
+@dataclass
+class EvalResult:
+    status: str  # "succeeded" | "cancelled"
+    num_prompts: int  # prompts evaluated
+    samples_per_prompt: int
+    metrics: dict[str, float] = field(default_factory=dict)  # eval/reward/mean, eval/pass@k, ...
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c pass: 1 - C(n-c, k) / C(n, k)
+    (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", arXiv:2107.03374, eq. 1)."""
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples, got {n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_ks(n: int) -> list[int]:
+    """k values to report for n samples: 1, 2, 4, ... up to n, and n itself."""
+    ks = [k for k in (2**i for i in range(n.bit_length())) if k <= n]
+    return ks if ks[-1] == n else [*ks, n]
+
+
+def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] = lambda: False) -> EvalResult:
+    """Evaluate `spec.eval.checkpoint` (or `spec.model.path`) on the first `eval.num_prompts`
+    prompts of the dataset, in file order. `should_stop()` is checked between batches."""
+    reporter.status("running", f"evaluating {spec.eval.checkpoint or spec.model.path}")
+    rubric = engine = None
+    try:
+        with failure_reported(reporter):
+            seed_everything(spec.optim.seed)
+            model, tokenizer = load_policy(spec.model, default_device(), checkpoint=spec.eval.checkpoint)
+            model.eval()
+            prompts = load_prompts(spec.data, tokenizer)[: spec.eval.num_prompts]
+            rubric = Rubric.from_spec(spec.rubric)
+            engine = create_engine(spec, model=model, tokenizer=tokenizer)
+            k = spec.eval.samples_per_prompt
+            params = SamplingParams.from_spec(spec)
+            chunk = max(1, spec.rollout.generation_batch_size // k)  # prompts per engine call
+            rewards: list[list[float]] = []
+            passed: list[list[bool]] = []
+            criteria: dict[str, list[float]] = {name: [] for name in rubric.names}
+            stopped = False
+            for start in range(0, len(prompts), chunk):
+                if should_stop():
+                    stopped = True
+                    break
+                batch = prompts[start : start + chunk]
+                t0 = time.perf_counter()
+                rollouts = []
+                scored_groups = generate_and_score(
+                    engine, rubric, batch, k, params, tokenizer=tokenizer, environment=spec.environment
+                )
+                for scored in scored_groups:
+                    group = scored.results
+                    totals = episode_totals(scored)
+                    rewards.append(totals)
+                    passed.append([bool(r.passed) for r in group])
+                    for name in rubric.names:
+                        criteria[name].extend(r.scores[name].score for r in group)
+                    multi_turn = spec.environment is not None
+                    rollouts += [
+                        episode_rollout(
+                            ep,
+                            r,
+                            step=0,
+                            prompt_id=scored.prompt.id,
+                            sample_index=j,
+                            reward=reward,
+                            prompt=ep.messages if multi_turn else scored.prompt.row.prompt,
+                            multi_turn=multi_turn,
+                        )  # fmt: skip
+                        for j, (ep, r, reward) in enumerate(zip(scored.episodes, group, totals, strict=True))
+                    ]
+                reporter.log(f"evaluated {start + len(batch)}/{len(prompts)} prompts ({time.perf_counter() - t0:.2f}s)")
+                reporter.rollouts(0, rollouts)  # last: it closes the batch for reporters that flush on it
+            has_threshold = spec.rubric.pass_threshold is not None
+            metrics = sampled_metrics("eval", rewards, criteria, k, passed if has_threshold else None)
+            reporter.metrics(0, metrics)
+            status = "cancelled" if stopped else "succeeded"
+            reporter.status(status, f"{len(rewards)} prompts x {k} samples")
+            return EvalResult(status, len(rewards), k, metrics)
+    finally:
+        # A failed or cancelled evaluation gives its engine's memory back too (a vLLM engine
+        # lives in the worker process, which goes on to the next run).
+        if engine is not None:
+            engine.close()
+        if rubric is not None:
+            rubric.close()
+
+
+def episode_totals(scored: ScoredGroup) -> list[float]:
+    """Each episode's reward as reported: the rubric's, plus its environment's turn rewards."""
+    return [r.reward + sum(t.reward for t in ep.turns) for r, ep in zip(scored.results, scored.episodes, strict=True)]
+
+
+def sampled_metrics(
+    prefix: str,
+    rewards: list[list[float]],
+    criteria: dict[str, list[float]],
+    k: int,
+    passed: list[list[bool]] | None = None,
+) -> dict[str, float]:
+    """Metrics of k samples per prompt, under `prefix` ("eval", "val"): `<prefix>/reward/mean|std` over
+    every sample, `<prefix>/reward/<criterion>/mean`, and, when `passed` says which samples pass,
+    `<prefix>/pass@j` for j in `pass_ks(k)`: the unbiased estimate per prompt, averaged over prompts.
+    rewards[i] and passed[i] are prompt i's k samples; criteria[name] holds every sample's score."""
+    if not rewards:
+        return {}
+    out = {f"{prefix}/reward/mean": float(np.mean(rewards)), f"{prefix}/reward/std": float(np.std(rewards))}
+    out |= {f"{prefix}/reward/{name}/mean": float(np.mean(values)) for name, values in criteria.items()}
+    if passed is not None:
+        for j in pass_ks(k):
+            out[f"{prefix}/pass@{j}"] = float(np.mean([pass_at_k(k, sum(p), j) for p in passed]))
+    return out

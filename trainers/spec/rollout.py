@@ -1,0 +1,62 @@
+"""Sampling: the rollout engine and its options, and the multi-turn environment an episode runs in."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from trainers.rollout.environments.catalog import environment_params
+from trainers.spec.base import Section, located
+
+
+class RolloutSpec(Section):
+    """Generation: engine, sampling parameters and response length."""
+
+    engine: Literal["transformers", "vllm"] = Field("transformers", description="Generation back-end.")
+    max_new_tokens: int = Field(64, ge=1, le=131072, description="Completion length cap.")
+    temperature: float = Field(1.0, ge=0, le=5, description="Sampling temperature (0 = greedy).")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling.")
+    top_k: int = Field(0, ge=0, description="Top-k sampling; 0 disables.")
+    stop: list[str] = Field(default_factory=list, description="Stop strings (besides EOS).")
+    generation_batch_size: int = Field(64, ge=1, description="Sequences generated per engine call.")
+    vllm_gpu_memory_utilization: float = Field(
+        0.3,
+        gt=0,
+        le=0.95,
+        description="vLLM: fraction of GPU memory it may hold (on the CPU build: at most this "
+        "fraction of host memory for its KV cache, sized to one rollout batch).",
+    )
+    vllm_sleep_during_update: bool = Field(
+        True, description="vLLM colocated: release memory during the update (GPU only; the CPU build has no sleep)."
+    )
+    vllm_enforce_eager: bool = Field(
+        False, description="vLLM: no graph compilation (torch.compile, CUDA graphs): starts in seconds, samples slower."
+    )
+    vllm_server_url: str | None = Field(None, description="vLLM: use a separate server instead of colocating.")
+
+
+class EnvironmentSpec(Section):
+    """What the model acts in over several turns; none means one turn and done."""
+
+    kind: str = Field(..., description="Environment kind; see trainers.rollout.environments.kinds.")
+    params: dict[str, Any] = Field(default_factory=dict, description="Kind-specific parameters.")
+    max_turns: int = Field(4, ge=1, le=256, description="Model turns per episode; the episode ends after the last.")
+    max_episode_tokens: int = Field(
+        1024, ge=8, le=131072, description="Tokens after the prompt (sampled + observation) before the episode ends."
+    )
+    max_turn_tokens: int = Field(256, ge=1, le=131072, description="Tokens the model may sample in one turn.")
+    tool_timeout_s: float = Field(5.0, gt=0, le=600, description="Wall-clock limit of one tool call.")
+    tool_memory_mb: int = Field(512, ge=32, le=65536, description="Memory limit of a sandboxed tool or environment.")
+    max_observation_chars: int = Field(
+        2000, ge=16, le=1_000_000, description="Longer tool results are cut, with a note saying so."
+    )
+
+    @model_validator(mode="after")
+    def _params_match_kind(self) -> EnvironmentSpec:
+        model = environment_params(self.kind)  # UnknownNameError (a ValueError) lists the kinds
+        try:
+            self.__dict__["params"] = model.model_validate(self.params).model_dump()
+        except ValidationError as exc:
+            raise located(exc, "params") from None
+        return self

@@ -1,0 +1,209 @@
+"""The whole run: every section, the rules that cross sections, checkpoints, evaluation and validation."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from trainers.spec.algorithm import AlgorithmSpec
+from trainers.spec.base import Section, error_at, field_error
+from trainers.spec.curriculum import CurriculumSpec, step_rollouts
+from trainers.spec.data import DataSpec
+from trainers.spec.model import ModelSpec
+from trainers.spec.optim import OptimSpec
+from trainers.spec.rollout import EnvironmentSpec, RolloutSpec
+from trainers.spec.rubric import RewardSpec, RubricSpec
+
+
+class CheckpointSpec(Section):
+    """Where outputs go, how often to checkpoint, and what to resume from."""
+
+    output_dir: str = Field("runs/out", description="Folder for checkpoints, metrics and rollouts.")
+    every_n_steps: int = Field(0, ge=0, description="Save every N steps; 0 saves only at the end or on stop.")
+    keep_last: int = Field(2, ge=1, description="Older checkpoints are deleted.")
+    resume_from: str | None = Field(None, description="Checkpoint folder to resume from ('latest' finds the newest).")
+    save_final: bool = Field(True, description="Save a checkpoint when the run ends or is stopped.")
+
+
+class EvalSpec(Section):
+    """Evaluation-only runs: samples per prompt (pass@k), prompt count, checkpoint."""
+
+    samples_per_prompt: int = Field(4, ge=1, le=1024, description="k samples per prompt (pass@k).")
+    num_prompts: int | None = Field(None, ge=1, description="Evaluate only the first N prompts.")
+    checkpoint: str | None = Field(None, description="Checkpoint folder to evaluate instead of model.path.")
+
+
+class ValidationSpec(Section):
+    """Validation during training: held-out prompts sampled every N steps, their reward and pass@k
+    reported as `val/` curves. The held-out prompts are a separate dataset (`path`) or a fraction
+    of the training data kept out of training (`holdout_fraction`); set exactly one of the two."""
+
+    path: str | None = Field(
+        None,
+        description="Held-out dataset: JSONL, CSV or Parquet file, or a local Hugging Face dataset folder. "
+        "Empty: hold out a fraction of the training data instead.",
+    )
+    format: Literal["auto", "jsonl", "csv", "parquet", "hf"] = Field("auto", description="auto: from the extension.")
+    split: str = Field("validation", description="Split to use when the held-out dataset is a folder with several.")
+    prompt_field: str | None = Field(None, description="Field with the prompt text; empty: as the training data.")
+    messages_field: str | None = Field(
+        None, description="Field with chat messages, instead of prompt text; empty: as the training data."
+    )
+    answer_field: str | None = Field(None, description="Field with the reference answer; empty: as the training data.")
+    extra_fields: list[str] | None = Field(
+        None, description="More fields handed to criteria by name; empty: as the training data."
+    )
+    holdout_fraction: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="Hold out this share of the training rows (chosen by holdout_seed): they are never trained on.",
+    )
+    holdout_seed: int = Field(
+        0,
+        ge=0,
+        description="Seeds which rows are held out; separate from the run's seed, so runs with different seeds "
+        "validate on the same rows.",
+    )
+    every_n_steps: int = Field(10, ge=1, le=10_000_000, description="Validate after every N training steps.")
+    at_start: bool = Field(True, description="Also validate before the first step: the step-0 baseline.")
+    samples_per_prompt: int = Field(
+        4, ge=1, le=1024, description="k: samples per held-out prompt (val/pass@1 ... val/pass@k)."
+    )
+    num_prompts: int | None = Field(None, ge=1, description="Validate on the first N held-out prompts; empty: all.")
+    temperature: float | None = Field(
+        None, ge=0, le=5, description="Sampling temperature for validation; empty: the rollout temperature."
+    )
+
+    @field_validator("split")
+    @classmethod
+    def _split_is_a_name(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("name the split, e.g. 'validation'")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ValidationSpec:
+        if self.path and self.holdout_fraction is not None:
+            raise field_error(
+                self, "holdout_fraction", "set either a held-out dataset (path) or a holdout_fraction, not both"
+            )
+        if not self.path and self.holdout_fraction is None:
+            raise field_error(self, "path", "set a held-out dataset (path) or a holdout_fraction of the training data")
+        return self
+
+    def data_spec(self, train: DataSpec) -> DataSpec:
+        """The held-out dataset (`path` set) as a DataSpec: this section's file, its field mapping where set and the
+        training data's elsewhere, rendered as the training prompts are (template, system prompt, cap)."""
+        mapping = {
+            "prompt_field": self.prompt_field,
+            "messages_field": self.messages_field,
+            "answer_field": self.answer_field,
+            "extra_fields": self.extra_fields,
+        }
+        update = {key: value for key, value in mapping.items() if value is not None}
+        # limit: only the first num_prompts rows are validated on, so only those are read.
+        update |= {"path": self.path, "format": self.format, "split": self.split, "limit": self.num_prompts}
+        return DataSpec.model_validate({**train.model_dump(), **update})
+
+
+class RunSpec(Section):
+    """Everything one training or evaluation run needs; the one source of truth for settings."""
+
+    name: str = Field("run", description="Human-readable run name.")
+    model: ModelSpec
+    data: DataSpec
+    rubric: RubricSpec
+    reward: RewardSpec = Field(default_factory=RewardSpec)
+    algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec)
+    environment: EnvironmentSpec | None = Field(
+        None, description="Multi-turn environment (tools, a simulated user...); none: one turn per prompt."
+    )
+    optim: OptimSpec = Field(default_factory=OptimSpec)
+    curriculum: CurriculumSpec = Field(default_factory=CurriculumSpec)
+    checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+    eval: EvalSpec = Field(default_factory=EvalSpec)
+    validation: ValidationSpec | None = Field(
+        None, description="Validation on held-out prompts during training (val/ curves); none: no validation."
+    )
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> RunSpec:
+        a = self.algorithm
+        if a.overlong_penalty and a.overlong_buffer >= self.rollout.max_new_tokens:
+            raise ValueError("algorithm.overlong_buffer must be smaller than rollout.max_new_tokens")
+        if a.dual_clip_c is not None and a.policy_loss != "ppo_clip":
+            raise ValueError(f"algorithm.dual_clip_c applies to policy_loss 'ppo_clip' only, not {a.policy_loss!r}")
+        if self.rollout.engine == "transformers" and self.rollout.vllm_server_url:
+            raise ValueError("rollout.vllm_server_url is only used with engine='vllm'")
+        c, prompts = self.curriculum, self.optim.prompts_per_step
+        if (
+            c.budget == "knapsack"
+            and not prompts * c.min_group_size <= self.knapsack_rollouts <= prompts * c.max_group_size
+        ):
+            raise ValueError(
+                f"curriculum: the knapsack budget of {self.knapsack_rollouts} rollouts per step cannot give each of "
+                f"{prompts} prompts between min_group_size ({c.min_group_size}) and max_group_size "
+                f"({c.max_group_size}) rollouts"
+            )
+        if c.hints:
+            self._check_hints()
+        return self
+
+    def _check_hints(self) -> None:
+        c, d = self.curriculum, self.data
+        if self.environment is not None:
+            raise ValueError("curriculum.hints open a single-turn answer; a run with an environment cannot use them")
+        held = (["answer"] if d.answer_field else []) + list(d.extra_fields)
+        if c.hint_field not in held:
+            raise ValueError(
+                f"curriculum.hint_field {c.hint_field!r} is not a field the rows carry; use one of: "
+                + (", ".join(held) or "none (set data.answer_field or data.extra_fields)")
+            )
+
+    @model_validator(mode="after")
+    def _procedural_fits(self) -> RunSpec:
+        procedural = self.data.procedural
+        if procedural is None:
+            return self
+        wanted, kind = procedural.environment, self.environment.kind if self.environment else None
+        if wanted != kind:
+            needs = f"the environment {wanted!r}" if wanted else "no environment (it is a single-turn task)"
+            raise error_at(self, ("data", "procedural", "task"), procedural.task,
+                            f"task {procedural.task!r} needs {needs}; the run's environment is {kind!r}")  # fmt: skip
+        return self
+
+    @model_validator(mode="after")
+    def _sound_objective(self) -> RunSpec:
+        a = self.algorithm
+        if a.kl_beta > 0 and not a.kl_in_reward and a.kl_estimator == "k1":
+            raise ValueError(
+                "algorithm.kl_estimator 'k1' as a loss term has zero expected gradient on-policy (it adds noise, not "
+                "regularisation): use 'k3' (or 'k2', 'abs') for a KL loss, or set kl_in_reward to keep k1 in the reward"
+            )
+        if a.policy_loss == "vanilla_pg" and a.ppo_epochs > 1:
+            raise ValueError(
+                "algorithm.policy_loss 'vanilla_pg' has no importance ratio, so passes after the first would train "
+                "off-policy uncorrected: use ppo_epochs 1, or 'ppo_clip' for several passes"
+            )
+        return self
+
+    @property
+    def loss_agg_norm(self) -> int:
+        """Dr. GRPO's constant normaliser, resolved once: explicit value or max_new_tokens."""
+        return self.algorithm.loss_agg_norm or self.rollout.max_new_tokens
+
+    @property
+    def knapsack_rollouts(self) -> int:
+        """The knapsack budget's rollouts per step, resolved once: explicit, or what fixed group sizes cost."""
+        return step_rollouts("knapsack", self.optim.prompts_per_step, self.algorithm.group_size,
+                             rollouts_per_step=self.curriculum.rollouts_per_step)  # fmt: skip
+
+    @property
+    def rollouts_per_step(self) -> int:
+        """Rollouts one generation round of a step samples, by the curriculum's budget (`step_rollouts`)."""
+        c = self.curriculum
+        return step_rollouts(c.budget, self.optim.prompts_per_step, self.algorithm.group_size,
+                             rollouts_per_step=c.rollouts_per_step, max_group_size=c.max_group_size)  # fmt: skip
