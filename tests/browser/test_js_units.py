@@ -5,8 +5,8 @@ orders, note limits, curve panels) applied as the server applies them.
 Each test copies frontend/static/js next to a small ES module script (the page's modules
 are plain ES modules; the copy gets a package.json saying so), runs it with node and reads
 back the JSON it prints. The script sees `rules`, the payload the pages carry
-(studio.sharing.client_rules), as the pages hand it to the modules. The DOM the inspector
-touches is a few stub objects. Skipped where node is not installed."""
+(studio.sharing.client_rules), as the pages hand it to the modules. The DOM the rollout list,
+its filters and the rollout detail touch is a few stub objects. Skipped where node is not installed."""
 
 import json
 import re
@@ -119,7 +119,8 @@ def test_the_step_cost_js_counts_each_rollout_budget_as_the_server_does(tmp_path
     assert got[3]["group"] == "100–1,000" and got[4]["budget"] == "brorl"
 
 
-# A stand-in for the elements Inspector reads: enough to construct it and render rows.
+# A stand-in for the elements the rollout list, its filters and the detail read: enough to construct
+# them and render rows.
 FAKE_DOM = """
 const element = () => ({
   innerHTML: "", textContent: "", hidden: false, dataset: {}, options: [], elements: {},
@@ -150,18 +151,18 @@ def test_the_inspector_shows_a_rollout_once_when_the_page_and_the_socket_both_br
         tmp_path,
         FAKE_DOM
         + f"""
-        const {{ Inspector }} = await import("./inspector.js");
+        const {{ RolloutList }} = await import("./rollout_list.js");
         let answer;
         const api = {{ get: () => new Promise((resolve) => {{ answer = resolve; }}) }};
-        const inspector = new Inspector(root, {{ api, runId: 1, rules }});
-        const loaded = inspector.reload();
+        const rollouts = new RolloutList(root, {{ api, runId: 1, rules }});
+        const loaded = rollouts.reload();
         const page = {json.dumps(page)}, live = {json.dumps(live)};
-        if ({json.dumps(live_first)}) inspector.onLive(live);
+        if ({json.dumps(live_first)}) rollouts.onLive(live);
         answer({{ results: page, next_cursor: null }});
         await loaded;
-        if (!{json.dumps(live_first)}) inspector.onLive(live);
-        inspector.onLive([live[1]]);  // and a repeat of one already listed changes nothing
-        console.log(JSON.stringify(inspector.items.map((it) => it.id)));
+        if (!{json.dumps(live_first)}) rollouts.onLive(live);
+        rollouts.onLive([live[1]]);  // and a repeat of one already listed changes nothing
+        console.log(JSON.stringify(rollouts.items.map((it) => it.id)));
         """,
     )
     assert sorted(ids, reverse=True) == [4, 3, 2, 1] == sorted(set(ids), reverse=True)
@@ -173,19 +174,19 @@ def test_live_rollouts_flow_in_at_the_top_and_wait_behind_the_banner_when_scroll
         tmp_path,
         FAKE_DOM
         + f"""
-        const {{ Inspector }} = await import("./inspector.js");
+        const {{ RolloutList }} = await import("./rollout_list.js");
         const api = {{ get: async () => ({{ results: {json.dumps([rollout(2, 1), rollout(1, 1)])}, next_cursor: null }}) }};
-        const inspector = new Inspector(root, {{ api, runId: 1, rules }});
-        await inspector.reload();
+        const rollouts = new RolloutList(root, {{ api, runId: 1, rules }});
+        await rollouts.reload();
         const list = root.querySelector("[data-rollout-list]");
-        const seen = () => ({{ ids: inspector.items.map((it) => it.id), banner: inspector.banner.hidden ? null : inspector.banner.textContent }});
+        const seen = () => ({{ ids: rollouts.items.map((it) => it.id), banner: rollouts.banner.hidden ? null : rollouts.banner.textContent }});
         const out = [];
-        inspector.onLive({json.dumps([rollout(3, 2), rollout(4, 2)])});  // at the top: straight in, newest first
+        rollouts.onLive({json.dumps([rollout(3, 2), rollout(4, 2)])});  // at the top: straight in, newest first
         out.push(seen());
         list.scrollTop = 300;  // reading further down: the rows stay put
-        inspector.onLive({json.dumps([rollout(5, 3), rollout(6, 3)])});
+        rollouts.onLive({json.dumps([rollout(5, 3), rollout(6, 3)])});
         out.push(seen());
-        inspector.showUnseen();  // the banner's click (or scrolling back up)
+        rollouts.showUnseen();  // the banner's click (or scrolling back up)
         out.push(seen(), list.scrollTop);
         console.log(JSON.stringify(out));
         """,
@@ -202,19 +203,19 @@ def test_a_long_live_list_drops_its_oldest_rows_and_load_more_goes_on_from_the_l
         tmp_path,
         FAKE_DOM
         + f"""
-        const {{ Inspector }} = await import("./inspector.js");
+        const {{ RolloutList }} = await import("./rollout_list.js");
         const asked = [];
         const api = {{ get: async (path, params) => {{
           asked.push(params);
           return asked.length === 1 ? {{ results: {json.dumps(first_page)}, next_cursor: "c1" }}
                                     : {{ results: {json.dumps([rollout(808, 101), rollout(807, 100), rollout(790, 98)])}, next_cursor: null }};
         }} }};
-        const inspector = new Inspector(root, {{ api, runId: 1, rules }});
-        await inspector.reload();
-        inspector.onLive({json.dumps([rollout(1001 + i, 126) for i in range(8)])});
-        const kept = inspector.items.length, last = inspector.items.at(-1).id;
-        await inspector.loadMore();
-        console.log(JSON.stringify({{ kept, last, asked: asked[1], ids: inspector.items.slice(-4).map((it) => it.id) }}));
+        const rollouts = new RolloutList(root, {{ api, runId: 1, rules }});
+        await rollouts.reload();
+        rollouts.onLive({json.dumps([rollout(1001 + i, 126) for i in range(8)])});
+        const kept = rollouts.items.length, last = rollouts.items.at(-1).id;
+        await rollouts.loadMore();
+        console.log(JSON.stringify({{ kept, last, asked: asked[1], ids: rollouts.items.slice(-4).map((it) => it.id) }}));
         """,
     )
     assert (got["kept"], got["last"]) == (200, 809)  # the 8 new on top, the 7 oldest gone (at most 200 rows)
@@ -231,15 +232,15 @@ def test_show_all_joins_the_windows_of_a_cut_prompt_message_by_message(tmp_path)
         tmp_path,
         FAKE_DOM
         + f"""
-        const {{ Inspector }} = await import("./inspector.js");
+        const {{ RolloutDetail }} = await import("./rollout_detail.js");
         const windows = {json.dumps(windows)}, asked = [];
         const api = {{ get: async (path, params) => {{ asked.push([path, params]); return windows[asked.length - 1]; }} }};
-        const inspector = new Inspector(root, {{ api, runId: 1, rules }});
-        inspector.openId = 7;
+        const detail = new RolloutDetail(root, {{ api, runId: 1, rules }});
+        detail.openId = 7;
         const block = {{ innerHTML: "cut" }};
         const button = {{ dataset: {{ showAll: "prompt", rollout: "7" }}, closest: () => ({{ querySelector: () => block }}),
                           remove() {{ this.removed = true; }} }};
-        await inspector.showAll(button);
+        await detail.showAll(button);
         console.log(JSON.stringify({{ asked, html: block.innerHTML, removed: Boolean(button.removed) }}));
         """,
     )
@@ -256,18 +257,18 @@ def test_with_a_text_filter_the_banner_counts_only_the_live_rollouts_the_server_
         FAKE_DOM
         + f"""
         globalThis.FormData = class {{ get(name) {{ return name === "q" ? "needle" : null; }} }};
-        const {{ Inspector }} = await import("./inspector.js");
+        const {{ RolloutList }} = await import("./rollout_list.js");
         const asked = [];
         const api = {{ get: async (path, params) => {{
           asked.push(params);
           return {{ results: params.step_min === undefined ? [] : {json.dumps([rollout(7, 4), rollout(2, 4)])}, next_cursor: null }};
         }} }};
-        const inspector = new Inspector(root, {{ api, runId: 1, rules }});
-        await inspector.reload();
+        const rollouts = new RolloutList(root, {{ api, runId: 1, rules }});
+        await rollouts.reload();
         root.querySelector("[data-rollout-list]").scrollTop = 300;
-        inspector.onLive({json.dumps([rollout(7, 4), rollout(8, 4), rollout(9, 4)])});
-        await inspector.searching;
-        console.log(JSON.stringify({{ asked: asked[1], banner: inspector.banner.textContent, held: inspector.held.map((it) => it.id) }}));
+        rollouts.onLive({json.dumps([rollout(7, 4), rollout(8, 4), rollout(9, 4)])});
+        await rollouts.searching;
+        console.log(JSON.stringify({{ asked: asked[1], banner: rollouts.banner.textContent, held: rollouts.held.map((it) => it.id) }}));
         """,
     )
     assert got["asked"]["q"] == "needle" and (got["asked"]["step_min"], got["asked"]["step_max"]) == (4, 4)
@@ -349,10 +350,10 @@ def test_the_notes_select_asks_for_any_note_or_one_tag_and_live_rollouts_never_m
         + f"""
         const form = {{ note: {json.dumps(note)}, order: "-advantage" }};
         globalThis.FormData = class {{ get(name) {{ return form[name] ?? null; }} }};
-        const {{ Inspector }} = await import("./inspector.js");
-        const inspector = new Inspector(root, {{ api: null, runId: 1, rules }});
-        const params = inspector.params();
-        console.log(JSON.stringify({{ params, live: inspector.matches({json.dumps(rollout(9, 4))}, params) }}));
+        const {{ RolloutFilters }} = await import("./rollout_filters.js");
+        const filters = new RolloutFilters(root.querySelector("form.filters"), {{ rules }});
+        const params = filters.params();
+        console.log(JSON.stringify({{ params, live: filters.matches({json.dumps(rollout(9, 4))}, params) }}));
         """,
     )
     assert got["params"] == {"order": "-advantage", **sent}
@@ -379,7 +380,7 @@ def test_the_timing_panel_is_the_one_drawn_stacked(tmp_path):
     assert got == [True, False]
 
 
-# Forms as the inspector's filter bar fills them (prompt_id is an API filter the bar has no field for;
+# Forms as the rollout list's filter bar fills them (prompt_id is an API filter the bar has no field for;
 # prompt, a row's rollouts with its repeats, is the field the prompts view's links fill).
 LIVE_FORMS = [
     {}, {"step_min": "2", "step_max": "4"}, {"reward_min": "0.5"}, {"reward_max": "0"},
@@ -412,13 +413,13 @@ def test_a_live_rollout_passes_the_filters_exactly_when_the_server_would_list_it
         + f"""
         let form = {{}};
         globalThis.FormData = class {{ get(name) {{ return form[name] ?? null; }} }};
-        const {{ Inspector }} = await import("./inspector.js");
-        const inspector = new Inspector(root, {{ api: null, runId: 1, rules }});
+        const {{ RolloutFilters }} = await import("./rollout_filters.js");
+        const filters = new RolloutFilters(root.querySelector("form.filters"), {{ rules }});
         const rollouts = {json.dumps([r.summary() for r in rows])};
         console.log(JSON.stringify({json.dumps(LIVE_FORMS)}.map((f) => {{
           form = f;
-          const params = inspector.params();
-          return {{ params, ids: rollouts.filter((it) => inspector.matches(it, params)).map((it) => it.id) }};
+          const params = filters.params();
+          return {{ params, ids: rollouts.filter((it) => filters.matches(it, params)).map((it) => it.id) }};
         }})));
         """,
     )
@@ -433,8 +434,8 @@ def test_the_rollout_note_form_takes_its_quick_tags_and_limits_from_the_rules(tm
         tmp_path,
         FAKE_DOM
         + """
-        const { Inspector } = await import("./inspector.js");
-        console.log(JSON.stringify(new Inspector(root, { api: null, runId: 1, rules }).noteForm()));
+        const { RolloutDetail } = await import("./rollout_detail.js");
+        console.log(JSON.stringify(new RolloutDetail(root, { api: null, runId: 1, rules }).noteForm()));
         """,
     )
     notes = RULES["notes"]
@@ -448,20 +449,23 @@ def test_without_the_servers_rules_the_modules_say_what_is_missing(tmp_path):
         FAKE_DOM
         + CURVES_STUBS
         + """
-        const { Inspector } = await import("./inspector.js");
+        const { RolloutList } = await import("./rollout_list.js");
+        const { RolloutDetail } = await import("./rollout_detail.js");
         const { CurveBoard } = await import("./curves.js");
         const { readRules } = await import("./api.js");
         document.getElementById = () => null;  // a page rendered without the client-rules JSON
         const tries = [
-          () => new Inspector(root, { api: null, runId: 1 }),
+          () => new RolloutList(root, { api: null, runId: 1 }),
+          () => new RolloutDetail(root, { api: null, runId: 1 }),
           () => new CurveBoard(null, { api: null, sources: [] }),
           () => readRules(),
         ];
         console.log(JSON.stringify(tries.map((make) => { try { make(); return null; } catch (err) { return err.message; } })));
         """,
     )
-    inspector, board, page = errors
-    assert "Inspector needs the server's" in inspector and "client-rules" in inspector
+    rollouts, detail, board, page = errors
+    assert "RolloutList needs the server's" in rollouts and "client-rules" in rollouts
+    assert "RolloutDetail needs the server's" in detail and "client-rules" in detail
     assert "CurveBoard needs the server's panel rules" in board
     assert "client-rules" in page and "{% client_rules as rules %}" in page
 
@@ -493,10 +497,10 @@ def test_live_episodes_pass_the_turn_and_tool_filters_as_the_server_applies_them
         + f"""
         const form = {json.dumps(form)};
         globalThis.FormData = class {{ get(name) {{ return form[name] ?? null; }} }};
-        const {{ Inspector }} = await import("./inspector.js");
-        const inspector = new Inspector(root, {{ api: null, runId: 1, rules }});
-        const params = inspector.params();
-        console.log(JSON.stringify({{ params, hits: {json.dumps(live)}.filter((it) => inspector.matches(it, params)).map((it) => it.id) }}));
+        const {{ RolloutFilters }} = await import("./rollout_filters.js");
+        const filters = new RolloutFilters(root.querySelector("form.filters"), {{ rules }});
+        const params = filters.params();
+        console.log(JSON.stringify({{ params, hits: {json.dumps(live)}.filter((it) => filters.matches(it, params)).map((it) => it.id) }}));
         """,
     )
     assert got["params"] == form  # each one is a parameter the server reads (its rules name it)
@@ -517,10 +521,10 @@ def test_live_rollouts_pass_the_split_filter_as_the_server_applies_it(tmp_path, 
         + f"""
         const form = {{ split: {json.dumps(split)} }};
         globalThis.FormData = class {{ get(name) {{ return form[name] ?? null; }} }};
-        const {{ Inspector }} = await import("./inspector.js");
-        const inspector = new Inspector(root, {{ api: null, runId: 1, rules }});
-        const params = inspector.params();
-        console.log(JSON.stringify({json.dumps(items)}.filter((it) => inspector.matches(it, params)).map((it) => it.split)));
+        const {{ RolloutFilters }} = await import("./rollout_filters.js");
+        const filters = new RolloutFilters(root.querySelector("form.filters"), {{ rules }});
+        const params = filters.params();
+        console.log(JSON.stringify({json.dumps(items)}.filter((it) => filters.matches(it, params)).map((it) => it.split)));
         """,
     )
     assert got == live

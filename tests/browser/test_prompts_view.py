@@ -76,7 +76,7 @@ def test_the_prompts_view_sorts_filters_and_leads_to_a_never_solved_prompts_roll
     page.wait_for_selector("body[data-ready='1']", timeout=30_000)
     assert page.locator("form.filters [name=prompt]").input_value() == "row-03"
     page.wait_for_selector(".rollout-list tbody tr[data-rollout-id]")
-    items = page.evaluate("studioRunPage.inspector.items.map(({prompt_id, scores}) => ({prompt_id, scores}))")
+    items = page.evaluate("studioRunPage.rollouts.items.map(({prompt_id, scores}) => ({prompt_id, scores}))")
     assert {it["prompt_id"] for it in items} == {"row-03", "row-03@2"}  # its repeats in a step too
     assert all(it["scores"]["correct"] == 0 for it in items)
     assert not errors, errors

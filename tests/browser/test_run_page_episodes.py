@@ -23,7 +23,7 @@ def live_run(studio):
 
 def listed(page) -> list[dict]:
     """The summaries the inspector lists now."""
-    return page.evaluate("studioRunPage.inspector.items.map(({id, step, num_turns, tools_used, tool_errors, "
+    return page.evaluate("studioRunPage.rollouts.items.map(({id, step, num_turns, tools_used, tool_errors, "
                          "ended_at_limit}) => ({id, step, num_turns, tools_used, tool_errors, ended_at_limit}))")  # fmt: skip
 
 

@@ -19,7 +19,7 @@ def live_run(studio):
 
 
 def listed(page) -> list[dict]:
-    return page.evaluate("studioRunPage.inspector.items.map(({id, prompt_id, hinted}) => ({id, prompt_id, hinted}))")
+    return page.evaluate("studioRunPage.rollouts.items.map(({id, prompt_id, hinted}) => ({id, prompt_id, hinted}))")
 
 
 def test_hinted_retries_carry_a_badge_and_their_hint_and_filter_apart(browser, studio, live_run):
@@ -58,7 +58,7 @@ def test_a_long_hint_has_its_own_show_all_that_reads_the_whole_hint_and_leaves_t
     page, errors = owner_page(browser, studio, live_run)
     page.wait_for_selector(ROWS)
     filter_by(page, hinted="1")
-    [long_one] = [it["id"] for it in page.evaluate("studioRunPage.inspector.items")[:8] if it["sample_index"] == 0]
+    [long_one] = [it["id"] for it in page.evaluate("studioRunPage.rollouts.items")[:8] if it["sample_index"] == 0]
     page.locator(f"{ROWS}[data-rollout-id='{long_one}']").click()
     page.wait_for_selector(".rollout-detail [data-hint]")
     detail = page.locator(".rollout-detail")

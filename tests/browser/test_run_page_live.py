@@ -63,7 +63,7 @@ def test_curves_open_and_extend_in_place_as_steps_arrive(browser, studio, live_r
     assert step > HISTORY
     # the REST load and the socket overlap by a step or two: each step is drawn, and listed, once
     assert page.evaluate(f"(x => x.every((v, i) => i === 0 || v > x[i - 1]))({line_of('reward')}.x)")
-    assert page.evaluate("(ids => new Set(ids).size === ids.length)(studioRunPage.inspector.items.map(it => it.id))")
+    assert page.evaluate("(ids => new Set(ids).size === ids.length)(studioRunPage.rollouts.items.map(it => it.id))")
     assert page.text_content("[data-live-state]") == "live"
     assert "step" in page.text_content("[data-log-tail]")
     assert not errors, errors
@@ -132,7 +132,7 @@ def test_the_list_shows_prompts_and_new_rollouts_flow_in_at_the_top_without_a_cl
     page.click("[data-new-banner]")
     assert page.evaluate(top) > reading and page.locator("[data-new-banner]").is_hidden()
     assert page.evaluate("document.querySelector('[data-rollout-list]').scrollTop") == 0
-    assert page.evaluate("(ids => new Set(ids).size === ids.length)(studioRunPage.inspector.items.map(it => it.id))")
+    assert page.evaluate("(ids => new Set(ids).size === ids.length)(studioRunPage.rollouts.items.map(it => it.id))")
     assert not errors, errors
     page.context.close()
 

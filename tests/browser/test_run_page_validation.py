@@ -22,7 +22,7 @@ def live_run(studio):
 
 def listed(page) -> list[dict]:
     return page.evaluate(
-        "studioRunPage.inspector.items.map(({id, step, split, trained}) => ({id, step, split, trained}))"
+        "studioRunPage.rollouts.items.map(({id, step, split, trained}) => ({id, step, split, trained}))"
     )
 
 

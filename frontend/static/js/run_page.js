@@ -4,8 +4,9 @@
 import { Api, duration, esc, readConfig, readRules } from "./api.js";
 import { CurveBoard } from "./curves.js";
 import { StepClock } from "./eta.js";
-import { Inspector } from "./inspector.js";
 import { NotesClient } from "./notes.js";
+import { RolloutDetail } from "./rollout_detail.js";
+import { RolloutList } from "./rollout_list.js";
 import { SharePanel } from "./share.js";
 import { initTheme } from "./theme.js";
 import { RunSocket, showLiveState } from "./ws.js";
@@ -143,23 +144,32 @@ async function main() {
   });
   bindCurveControls(board);
 
+  // The inspector: the rollout list, and beside it the detail its rows open in.
   const inspectorRoot = document.querySelector("[data-inspector]");
-  let inspector = null;
+  let rollouts = null;
   const notes = new NotesClient(document.querySelector("[data-notes-panel]"), {
     api,
     runId,
     canNote: config.can_note,
     onOpenRollout: (rid) => {
       inspectorRoot.scrollIntoView({ behavior: "smooth", block: "start" });
-      inspector.open(rid);
+      rolloutDetail.open(rid);
     },
-    onChange: () => inspector?.onNotesChanged(),
+    onChange: () => rollouts?.onNotesChanged(),
   });
-  inspector = new Inspector(inspectorRoot, { api, runId, rules, criteria: config.criteria, notes, canNote: config.can_note });
-  inspector.prefill(new URLSearchParams(window.location.search));
+  const rolloutDetail = new RolloutDetail(inspectorRoot, {
+    api,
+    runId,
+    rules,
+    notes,
+    canNote: config.can_note,
+    onClose: () => rollouts.focusSelected(),
+  });
+  rollouts = new RolloutList(inspectorRoot, { api, runId, rules, criteria: config.criteria, notes, detail: rolloutDetail });
+  rollouts.prefill(new URLSearchParams(window.location.search));
   if (config.can_share) new SharePanel(document.querySelector("[data-share-panel]"), { api, runId }).load();
 
-  const [cursor] = await Promise.all([board.load(), inspector.reload(), notes.load()]);
+  const [cursor] = await Promise.all([board.load(), rollouts.reload(), notes.load()]);
   progress.clock.seed(board.recentPoints("timing/step_s"));
   progress.render();
 
@@ -185,7 +195,7 @@ async function main() {
         board.push(ev.step, ev.time, ev.data.values);
         if (ev.step !== null) progress.step(ev.step, ev.time, ev.data.values);
       } else if (ev.kind === "rollouts") {
-        inspector.onLive(ev.data.items);
+        rollouts.onLive(ev.data.items);
       } else if (ev.kind === "status") {
         progress.update({ state: ev.data.state, error: ev.data.state === "failed" ? ev.data.detail : progress.run.error });
         syncCancel?.();
@@ -202,7 +212,7 @@ async function main() {
     },
   });
   socket.connect();
-  window.studioRunPage = { board, inspector, notes, socket, progress, logs }; // for the browser test and the console
+  window.studioRunPage = { board, rollouts, rolloutDetail, notes, socket, progress, logs }; // for the browser test and the console
   document.body.dataset.ready = "1";
 }
 
