@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import models
 
-from studio.accounts.models import Team
+from studio.lib.models import TeamObject
 
 SOURCES = (("upload", "Uploaded file"), ("server_file", "Server-side file"), ("hf_folder", "Hugging Face folder"))
 FORMATS = (("jsonl", "JSON Lines"), ("csv", "CSV"), ("parquet", "Parquet"), ("hf", "Hugging Face dataset folder"))
@@ -16,10 +15,7 @@ CHECKING, READY, REFUSED = "checking", "ready", "refused"
 STATUSES = ((CHECKING, "Checking every row"), (READY, "Ready"), (REFUSED, "Refused"))
 
 
-class Dataset(models.Model):
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="datasets")
-    name = models.CharField(max_length=200)
-    description = models.TextField(blank=True)
+class Dataset(TeamObject):
     source = models.CharField(max_length=20, choices=SOURCES)
     path = models.CharField(max_length=1000, help_text="Absolute path on the server.")
     format = models.CharField(max_length=10, choices=FORMATS)
@@ -41,15 +37,6 @@ class Dataset(models.Model):
     longest_prompt_chars = models.BigIntegerField(null=True, blank=True)
     # Bumped by each new check, so that a check that a newer one replaced writes nothing.
     check_generation = models.PositiveIntegerField(default=0)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["-created"]
-
-    def __str__(self) -> str:
-        return self.name
 
     @property
     def is_valid(self) -> bool:

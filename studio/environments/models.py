@@ -9,24 +9,12 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from studio.accounts.models import Team
+from studio.lib.models import TeamObject
 
 
-class Environment(models.Model):
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="environments")
-    name = models.CharField(max_length=200)
-    description = models.TextField(blank=True)
+class Environment(TeamObject):
     config = models.JSONField(help_text="A trainers.spec.EnvironmentSpec as a dict (the latest version).")
     version = models.PositiveIntegerField(default=1, help_text="The number of the latest version (config).")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["-created"]
-
-    def __str__(self) -> str:
-        return self.name
 
     @property
     def kind(self) -> str:

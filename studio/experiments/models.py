@@ -5,19 +5,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from django.conf import settings
 from django.db import models
 
-from studio.accounts.models import Team
 from studio.datasets.models import Dataset
 from studio.environments.models import Environment
+from studio.lib.models import TeamObject
 from studio.rubrics.models import Rubric
 
 
-class Experiment(models.Model):
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="experiments")
-    name = models.CharField(max_length=200)
-    description = models.TextField(blank=True)
+class Experiment(TeamObject):
     # None only for an experiment whose settings generate its prompts (data.procedural): the API and the
     # form refuse a missing dataset otherwise.
     dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.PROTECT,
@@ -33,15 +29,6 @@ class Experiment(models.Model):
     # RunSpec sections other than data and rubric (which come from the dataset and rubric rows):
     # {"model": {...but path}, "algorithm": {...}, "rollout": {...}, "optim": {...}, ...}
     config = models.JSONField(default=dict, blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["-created"]
-
-    def __str__(self) -> str:
-        return self.name
 
     @property
     def generates_prompts(self) -> bool:

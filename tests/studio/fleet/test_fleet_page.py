@@ -1,6 +1,8 @@
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from studio.fleet.models import WorkerNode
@@ -37,3 +39,11 @@ def test_someone_in_no_team_gets_403(client, dana, nodes):
 def test_an_anonymous_visitor_is_sent_to_log_in(client, nodes):
     response = client.get("/fleet/")
     assert response.status_code == 302
+
+
+def test_the_page_comes_from_the_shared_templates_folder_like_every_other_app(client, alice):
+    client.force_login(alice)
+    templates = {t.name: Path(t.origin.name) for t in client.get("/fleet/").templates}
+    shared = Path(settings.BASE_DIR) / "frontend" / "templates"
+    assert templates["fleet/page.html"] == shared / "fleet" / "page.html"
+    assert templates["fleet/section.html"] == shared / "fleet" / "section.html"
