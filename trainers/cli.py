@@ -22,8 +22,11 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from trainers.data.readers import DataError
+from trainers.data.readers import DataError, read_records
+from trainers.demos.demo import demo_spec, make_demo_dataset
+from trainers.demos.tiny import build_tiny_model
 from trainers.report import Rollout
+from trainers.rewards.rubric import score_pairs
 from trainers.spec import RunSpec, apply_preset, validation_errors
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_STOPPED = 0, 1, 2, 130
@@ -119,8 +122,6 @@ def load_spec(path: str | Path) -> RunSpec:
 
 
 def read_pairs(path: str | Path) -> list[dict[str, Any]]:
-    from trainers.data.readers import read_records
-
     try:
         return [record for _, record in read_records(path)]
     except DataError as exc:
@@ -150,11 +151,11 @@ class StopFlag:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from trainers.distributed import dist_info, launch
+    from trainers.distributed import dist_info, launch  # torch loads only for the commands that need it
 
     if args.nproc > 1 and not dist_info().enabled:  # re-run this command as N torchrun processes
         return launch(args.argv, args.nproc)
-    from trainers.run.loop import train
+    from trainers.run.loop import train  # (torch, transformers)
 
     spec = load_spec(args.spec)
     if args.steps:
@@ -176,7 +177,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from trainers.run.evaluate import evaluate
+    from trainers.run.evaluate import evaluate  # (torch, transformers)
 
     spec = load_spec(args.spec)
     if args.checkpoint:
@@ -193,8 +194,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from trainers.rewards.rubric import score_pairs
-
     config = read_yaml(args.rubric)
     rubric = config.get("rubric", config) if isinstance(config, dict) else config  # a whole spec works too
     pairs = read_pairs(args.pairs)
@@ -230,17 +229,12 @@ def score_table(results) -> str:
 
 
 def cmd_tiny(args: argparse.Namespace) -> int:
-    from trainers.demos.tiny import build_tiny_model
-
     path = build_tiny_model(args.out, size=args.size, seed=args.seed)
     print(path)
     return EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from trainers.demos.demo import demo_spec, make_demo_dataset
-    from trainers.demos.tiny import build_tiny_model
-
     out = Path(args.out).resolve()
     model = build_tiny_model(out / "model", seed=args.seed)
     data = make_demo_dataset(out / "letters.jsonl")

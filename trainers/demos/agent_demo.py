@@ -24,10 +24,12 @@ from typing import Any
 
 from trainers.data.procedural.multi_turn import LOOKUP_PROMPT
 from trainers.demos.demo import with_overrides
+from trainers.demos.tiny import TOOL_TOKENS, agent_corpus, build_tiny_model, synthetic_corpus
 from trainers.episodes import Message
 from trainers.rollout.environments.base import EpisodeLimits
 from trainers.rollout.environments.catalog import LookupParams
 from trainers.rollout.environments.kinds.procedural import Lookup, lookup_call
+from trainers.run.sft import warm_start
 
 ALL_BOXES = tuple(letter + digit for letter in string.ascii_lowercase for digit in string.digits)
 # Every fifth pairing is held out: 52 names, each letter twice, each digit five or six times.
@@ -139,16 +141,12 @@ def _transcript(kind: str, box: str, rng: random.Random) -> list[Message]:
 
 def build_agent_model(out_dir: str | Path, seed: int = 0) -> Path:
     """The tiny model with a tokenizer that knows the tool-call format (random weights)."""
-    from trainers.demos.tiny import TOOL_TOKENS, agent_corpus, build_tiny_model, synthetic_corpus
-
     corpus = synthetic_corpus(seed) + agent_corpus(seed)
     return build_tiny_model(out_dir, seed=seed, corpus=corpus, added_tokens=TOOL_TOKENS)
 
 
 def warm_agent_model(out_dir: str | Path, seed: int = 0, steps: int = 300, examples: int = 2000) -> Path:
     """`build_agent_model`, then the supervised warm-up on `warm_up_transcripts`; returns the warmed model."""
-    from trainers.run.sft import warm_start
-
     out = Path(out_dir)
     base = build_agent_model(out / "base", seed=seed)
     transcripts = warm_up_transcripts(examples, seed=seed)

@@ -23,10 +23,13 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from trainers.data.prompts import encode_chat
 from trainers.report import CriterionScore
 from trainers.rewards.catalog import LLMJudgeParams
 from trainers.rewards.criteria.base import CRITERIA, Criterion, clip_text, failure
 from trainers.rewards.sample import Sample
+from trainers.rollout.engines.base import SamplingParams
+from trainers.spec import ModelSpec
 
 MAX_CONCURRENT_REQUESTS = 8
 # "Score: 7", "score = 7.5", "**Score:** 7/10": the number after the last "score" label.
@@ -126,7 +129,6 @@ def local_judge(path: str) -> tuple[Any, Any]:
     with _LOCAL_LOCK:
         if path not in _LOCAL_MODELS:
             from trainers.models import load_causal_lm, load_tokenizer  # torch + transformers, only now
-            from trainers.spec import ModelSpec
 
             model = load_causal_lm(path, ModelSpec(path=path))
             model.eval()
@@ -136,9 +138,7 @@ def local_judge(path: str) -> tuple[Any, Any]:
 
 def local_generate(params: LLMJudgeParams, chats: list[list[dict[str, str]]]) -> list[str]:
     """Greedy replies of the local judge, one per chat (batched by the transformers engine)."""
-    from trainers.data.prompts import encode_chat
-    from trainers.rollout.engines.base import SamplingParams
-    from trainers.rollout.engines.hf import HFEngine
+    from trainers.rollout.engines.hf import HFEngine  # torch + transformers, only for a local judge
 
     model, tokenizer = local_judge(params.model)
     prompts = [encode_chat(tokenizer, chat)[1] for chat in chats]

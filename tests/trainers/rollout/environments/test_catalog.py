@@ -1,0 +1,52 @@
+"""The torch-free catalogue and the runtime registries list the same environment and tool kinds,
+each with the same parameters model, and a tool's function names read from its settings are the
+names its schemas offer."""
+
+import pytest
+from pydantic import BaseModel
+
+from trainers.rollout.environments.base import Environment, EpisodeLimits
+from trainers.rollout.environments.catalog import ENVIRONMENT_KINDS, TOOL_KINDS
+from trainers.rollout.environments.kinds import ENVIRONMENTS
+from trainers.rollout.environments.tools import TOOLS
+
+BUILT_IN = ["lookup", "guess_number", "python", "tools"]
+FUNCTIONS = 'def add(a: int, b: int) -> int:\n    """Add.\n\n    Args:\n        a: one\n        b: two\n    """\n    return a + b\n'
+SETTINGS = {"calculator": {}, "python": {}, "functions": {"code": FUNCTIONS}, "search": {"dataset": "docs.jsonl"}}
+
+
+def test_every_built_in_environment_kind_is_in_the_catalogue_with_its_params_model():
+    # Tests register kinds of their own (they enter the catalogue too); the built-in ones come first.
+    assert ENVIRONMENT_KINDS.names()[: len(BUILT_IN)] == BUILT_IN
+    assert ENVIRONMENTS.names()[: len(BUILT_IN)] == BUILT_IN
+    for kind in ENVIRONMENTS.names():
+        assert ENVIRONMENTS.get(kind).params_model is ENVIRONMENT_KINDS.get(kind).params_model
+
+
+def test_every_tool_kind_is_in_the_catalogue_and_offers_the_functions_its_settings_name():
+    assert TOOLS.names() == TOOL_KINDS.names()
+    for kind in TOOLS.names():
+        tool_class = TOOLS.get(kind)
+        assert tool_class.params_model is TOOL_KINDS.get(kind)
+        params = tool_class.params_model.model_validate(SETTINGS[kind])
+        tool = tool_class(params, EpisodeLimits())
+        try:
+            assert [s["function"]["name"] for s in tool.schemas()] == params.function_names()
+        finally:
+            tool.close()
+
+
+def test_a_kind_registered_outside_the_catalogue_enters_it_and_a_built_in_name_cannot_change_its_model():
+    class Params(BaseModel):
+        pass
+
+    class Plugin(Environment):
+        """A plugin's environment."""
+
+        params_model = Params
+
+    ENVIRONMENTS.register("test-catalogue-plugin")(Plugin)
+    assert ENVIRONMENT_KINDS.get("test-catalogue-plugin").params_model is Params
+    assert ENVIRONMENT_KINDS.get("test-catalogue-plugin").description == "A plugin's environment."
+    with pytest.raises(ValueError, match="not the catalogue's"):
+        ENVIRONMENTS.register("lookup")(Plugin)
