@@ -1,13 +1,13 @@
 """GRPO-family algorithm parts: registries of small, pure tensor-in/tensor-out functions.
 
-Import the submodule you need; this package imports nothing (so `catalog` and
-`registry` stay importable without torch).
+Import the submodule you need; this package imports nothing (so `catalog` stays importable
+without torch). The registries are `trainers.registry.Registry` instances.
 
 - `catalog`        names + one-line help of every registry entry (torch-free; the studio reads it)
-- `registry`       `Registry` (register / get / names), `UnknownNameError`
 - `advantages`     `ADVANTAGES`: fn(token_rewards, mask, group_index, *, eps, gamma, turns=None)
-                   -> (advantages, returns); helpers `sequence_scores`, `discounted_returns`
-- `turn_advantages` the turn-aware `ADVANTAGES` entries `mt_grpo` and `gigpo`
+                   -> (advantages, returns)
+- `turn_advantages` the turn-aware estimators `mt_grpo` and `gigpo` (registered by `advantages`)
+- `returns`        `sequence_scores`, `discounted_returns`: what every estimator starts from
 - `turns`          `TurnLayout`: turn boundaries, turn rewards and states of a batch
 - `info_gain`      IGPO: the policy's log-probability of the reference answer before and after each turn
 - `policy_losses`  `POLICY_LOSSES`: fn(logp, old_logp, advantages, mask, *, clip_ratio_low, clip_ratio_high,
@@ -15,7 +15,8 @@ Import the submodule you need; this package imports nothing (so `catalog` and
 - `aggregation`    `LOSS_AGGREGATIONS`, `aggregate_loss(loss_mat, mask, mode, norm)`, `aggregation_units(mask, mode)`
 - `kl`             `KL_ESTIMATORS`: fn(logp, ref_logp) -> (B, T); `kl_penalty(logp, ref_logp, estimator)`
 - `filters`        `groups_with_reward_spread`, `overlong_loss_mask`, `overlong_soft_penalty` (DAPO)
+- `mismatch`       the sampler/trainer logprob gap and its truncated importance weights (TIS)
 - `masked`         `masked_sum`, `masked_mean`, `masked_var`, `masked_whiten`, `zero_masked`
-- `groups`         per-group statistics broadcast to samples: `group_size`, `group_mean`, `group_std`,
-                   `group_has_spread`
+- `groups`         per-group statistics broadcast to samples, groups keyed by an id or a key row:
+                   `group_size`, `group_mean`, `group_std`, `group_normalise`, `group_has_spread`
 """

@@ -5,7 +5,8 @@
 - `criteria/`: one module per kind, registered in `criteria.CRITERIA`; all score batches.
 - `rubric`: `Rubric.from_spec(spec).score(samples)`, and `score_pairs` for scoring without training.
 - `formula`: safe arithmetic over criterion names (`validate_formula` for the studio).
-- `sandbox`: separate, limited processes for user reward code and model-written programs.
+
+User reward code and model-written programs run in `trainers.sandbox`.
 
 Nothing here imports torch at module level; only the local LLM judge loads transformers, lazily.
 """
