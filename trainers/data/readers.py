@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import ijson
+
 from trainers.data import text_encoding
 
 _EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
@@ -57,7 +59,7 @@ _SPLIT_ALIASES = {
 _BATCH_ROWS = 1024
 
 
-_JSON_CHUNK = 1 << 16  # characters of a JSON list read at a time
+_JSON_CHUNK = 1 << 16  # bytes (characters, by `_json_list_exact`) of a JSON list read at a time
 
 
 _SPACE = re.compile(r"[ \t\n\r]*")
@@ -158,9 +160,11 @@ def _json_rows(path: Path, name: str) -> Iterator[tuple[int, Record | RowError]]
     if path.suffix.lower() == ".json" and _starts_a_list(path, name):
         yield from _json_list(path, name)
         return
+    looks = None  # a file is in one encoding: named once, from its first line that is not UTF-8
     for lineno, line in _text_lines(path, name):
         if isinstance(line, UnicodeDecodeError):
-            reason = _not_utf8(line)
+            looks = looks or text_encoding.looks_like(line.object)
+            reason = _not_utf8(line, looks)
             yield lineno, RowError(f"{name} line {lineno}: {reason}", field=None, reason=reason)
             continue
         if not line.strip():
@@ -214,9 +218,9 @@ def _text_lines(path: Path, name: str) -> Iterator[tuple[int, str | UnicodeDecod
             raise DataError(f"{name} line {lineno + 1}: not valid {label} text ({exc.reason})") from None
 
 
-def _not_utf8(exc: UnicodeDecodeError) -> str:
-    """Why a line is not UTF-8 text, with what its bytes look like."""
-    return f"not UTF-8 text ({exc.reason} at byte {exc.start}; looks like {text_encoding.looks_like(exc.object)})"
+def _not_utf8(exc: UnicodeDecodeError, looks: str) -> str:
+    """Why a line is not UTF-8 text, with what its bytes look like (`text_encoding.looks_like`)."""
+    return f"not UTF-8 text ({exc.reason} at byte {exc.start}; looks like {looks})"
 
 
 def _starts_a_list(path: Path, name: str) -> bool:
@@ -226,8 +230,51 @@ def _starts_a_list(path: Path, name: str) -> bool:
 
 
 def _json_list(path: Path, name: str) -> Iterator[tuple[int, Record | RowError]]:
-    """The items of a top-level JSON list, decoded one at a time from a window of the text, so a
-    large file is never held whole. A syntax error fails the file: nothing after it can be found."""
+    """The items of a top-level JSON list, parsed as a stream by ijson (yajl's C parser) from
+    `_JSON_CHUNK` bytes at a time, so a large file is never held whole.
+
+    A file ijson refuses is read again by `_json_list_exact` from the row ijson stopped at: yajl
+    gives no line or column and words its errors its own way, and it refuses what `json.dump` writes
+    and `json.loads` reads back (NaN, Infinity, integers past 64 bits, floats past the double
+    range), which a JSON Lines row may hold. So the .json list reads what the standard library reads,
+    and a broken one names the line, column and reason that `json.loads` would."""
+    codec, _ = _text_encoding(path, name)
+    row = 0
+    with path.open("rb") if codec == "utf-8" else _Utf8Reader(path.open(encoding=codec)) as fh:
+        if codec == "utf-8" and fh.read(len(codecs.BOM_UTF8)) != codecs.BOM_UTF8:
+            fh.seek(0)
+        try:
+            for item in ijson.items(fh, "item", use_float=True, buf_size=_JSON_CHUNK):
+                row += 1
+                yield row, _object(item, name, "row", row)
+            return
+        except ijson.JSONError:
+            pass
+    for again, record in _json_list_exact(path, name):
+        if again > row:
+            yield again, record
+
+
+class _Utf8Reader:
+    """A UTF-16/32 text file read as UTF-8 bytes, which is what yajl parses."""
+
+    def __init__(self, text: io.TextIOBase) -> None:
+        self.text = text
+
+    def read(self, size: int) -> bytes:
+        return self.text.read(size).encode("utf-8")
+
+    def __enter__(self) -> _Utf8Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.text.close()
+
+
+def _json_list_exact(path: Path, name: str) -> Iterator[tuple[int, Record | RowError]]:
+    """The items of a top-level JSON list as the standard library's decoder reads them, decoded one
+    at a time from a window of the text. A syntax error fails the file (nothing after it can be
+    found), naming the line and column `json.loads` would name for the whole text."""
     decoder = json.JSONDecoder()
     codec, _ = _text_encoding(path, name)
     with path.open(encoding="utf-8-sig" if codec == "utf-8" else codec) as fh:
@@ -319,7 +366,7 @@ def _csv_lines(path: Path, name: str) -> Iterator[str]:
     the bad one."""
     for lineno, line in _text_lines(path, name):
         if isinstance(line, UnicodeDecodeError):
-            raise DataError(f"{name} line {lineno}: {_not_utf8(line)}")
+            raise DataError(f"{name} line {lineno}: {_not_utf8(line, text_encoding.looks_like(line.object))}")
         yield line
 
 

@@ -5,16 +5,20 @@ anything is evaluated; nothing reaches `eval`. Allowed: numbers, criterion names
 + - * / // % **, unary + -, comparisons (True/False count as 1/0), `a if cond else b`,
 and / or / not, and the functions min, max, abs, clip(x, lo, hi).
 All arithmetic is on floats, so `10 ** 10 ** 10` overflows at once instead of building a huge int.
+The operators and their bounds (nesting depth, finite results) are `trainers.arithmetic`'s, shared
+with the calculator tool.
 """
 
 from __future__ import annotations
 
 import ast
 import math
-import operator
 from collections.abc import Callable, Iterable
 
+from trainers.arithmetic import BINARY, COMPARE, UNARY, BoundsError, binary, check_depth, is_number
+
 MAX_LENGTH = 2000
+MAX_DEPTH = 200  # a sum of 200 criteria nests 200 deep; building and evaluating stay far from the recursion limit
 
 
 class FormulaError(ValueError):
@@ -31,25 +35,6 @@ FUNCTIONS: dict[str, tuple[Callable[..., float], int | None]] = {
     "max": (max, None),
     "abs": (abs, 1),
     "clip": (_clip, 3),
-}
-
-_BINARY: dict[type, Callable[[float, float], float]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-}
-_UNARY: dict[type, Callable[[float], float]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
-_COMPARE: dict[type, Callable[[float, float], bool]] = {
-    ast.Lt: operator.lt,
-    ast.LtE: operator.le,
-    ast.Gt: operator.gt,
-    ast.GtE: operator.ge,
-    ast.Eq: operator.eq,
-    ast.NotEq: operator.ne,
 }
 
 Evaluator = Callable[[dict[str, float]], float]
@@ -72,7 +57,10 @@ def compile_formula(formula: str, names: Iterable[str]) -> Evaluator:
         tree = ast.parse(formula.strip(), mode="eval")
     except SyntaxError as exc:
         raise FormulaError(f"invalid formula at column {exc.offset}: {exc.msg}") from None
-    body = _build(tree.body, set(allowed), allowed)
+    try:
+        body = _build(tree.body, set(allowed), allowed, 0)
+    except BoundsError as exc:
+        raise FormulaError(f"the formula is not allowed: {exc}") from None
 
     def evaluate(scores: dict[str, float]) -> float:
         try:
@@ -86,10 +74,15 @@ def compile_formula(formula: str, names: Iterable[str]) -> Evaluator:
     return evaluate
 
 
-def _build(node: ast.AST, names: set[str], ordered: list[str]) -> Callable[[dict[str, float]], float]:
+def _build(node: ast.AST, names: set[str], ordered: list[str], depth: int) -> Callable[[dict[str, float]], float]:
     """Turn one checked node into a closure; anything outside the whitelist raises FormulaError."""
+    check_depth(depth, MAX_DEPTH)
+
+    def build(child: ast.AST) -> Callable[[dict[str, float]], float]:
+        return _build(child, names, ordered, depth + 1)
+
     if isinstance(node, ast.Constant):
-        if isinstance(node.value, bool) or not isinstance(node.value, int | float):
+        if not is_number(node.value):
             raise FormulaError(f"only numbers are allowed as constants, not {node.value!r}")
         value = float(node.value)
         return lambda scores: value
@@ -99,35 +92,35 @@ def _build(node: ast.AST, names: set[str], ordered: list[str]) -> Callable[[dict
             raise FormulaError(f"unknown name {node.id!r} in formula; criterion names: {valid}")
         key = node.id
         return lambda scores: scores[key]
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        op, left, right = _BINARY[type(node.op)], _build(node.left, names, ordered), _build(node.right, names, ordered)
-        return lambda scores: op(left(scores), right(scores))
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        uop, operand = _UNARY[type(node.op)], _build(node.operand, names, ordered)
+    if isinstance(node, ast.BinOp) and type(node.op) in BINARY:
+        bop, left, right = node.op, build(node.left), build(node.right)
+        return lambda scores: binary(bop, left(scores), right(scores))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in UNARY:
+        uop, operand = UNARY[type(node.op)], build(node.operand)
         return lambda scores: uop(operand(scores))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        operand = _build(node.operand, names, ordered)
+        operand = build(node.operand)
         return lambda scores: float(not operand(scores))
     if isinstance(node, ast.BoolOp):
-        parts = [_build(v, names, ordered) for v in node.values]
+        parts = [build(v) for v in node.values]
         if isinstance(node.op, ast.And):
             return lambda scores: float(all(p(scores) for p in parts))
         return lambda scores: float(any(p(scores) for p in parts))
-    if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
-        first = _build(node.left, names, ordered)
-        rest = [
-            (_COMPARE[type(op)], _build(c, names, ordered)) for op, c in zip(node.ops, node.comparators, strict=True)
-        ]
+    if isinstance(node, ast.Compare) and all(type(op) in COMPARE for op in node.ops):
+        first = build(node.left)
+        rest = [(COMPARE[type(op)], build(c)) for op, c in zip(node.ops, node.comparators, strict=True)]
         return lambda scores: float(_chain(first(scores), rest, scores))
     if isinstance(node, ast.IfExp):
-        test, yes, no = (_build(n, names, ordered) for n in (node.test, node.body, node.orelse))
+        test, yes, no = (build(n) for n in (node.test, node.body, node.orelse))
         return lambda scores: yes(scores) if test(scores) else no(scores)
     if isinstance(node, ast.Call):
-        return _build_call(node, names, ordered)
+        return _build_call(node, build)
     raise FormulaError(f"{type(node).__name__} is not allowed in a formula: {ast.unparse(node)!r}")
 
 
-def _build_call(node: ast.Call, names: set[str], ordered: list[str]) -> Callable[[dict[str, float]], float]:
+def _build_call(
+    node: ast.Call, build: Callable[[ast.AST], Callable[[dict[str, float]], float]]
+) -> Callable[[dict[str, float]], float]:
     if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
         raise FormulaError(f"unknown function {ast.unparse(node.func)!r}; allowed: {', '.join(FUNCTIONS)}")
     if node.keywords:
@@ -136,7 +129,7 @@ def _build_call(node: ast.Call, names: set[str], ordered: list[str]) -> Callable
     if (arity is None and len(node.args) < 2) or (arity is not None and len(node.args) != arity):
         wanted = "at least 2" if arity is None else str(arity)
         raise FormulaError(f"{node.func.id}() takes {wanted} arguments, got {len(node.args)}")
-    args = [_build(a, names, ordered) for a in node.args]
+    args = [build(a) for a in node.args]
     return lambda scores: fn(*(a(scores) for a in args))
 
 

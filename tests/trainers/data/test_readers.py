@@ -67,6 +67,15 @@ def test_a_json_list_is_read_in_windows_not_whole(tmp_path, monkeypatch):
             list(records)
 
 
+def test_a_json_list_reads_what_json_dump_writes_even_where_yajl_refuses_it(tmp_path):
+    rows = [{"prompt": "a", "n": 1}, {"prompt": "b", "x": float("nan"), "big": 10**30, "huge": 1e308 * 10}]
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps(rows))  # NaN, Infinity and a 100-bit integer: ijson stops, the stdlib reads on
+    got = [rec for _, rec in iter_records(path)]
+    assert [row for row, _ in iter_records(path)] == [1, 2]
+    assert json.dumps(got) == json.dumps(rows)
+
+
 def test_a_broken_json_list_fails_the_file_naming_the_line_after_the_rows_before_it(tmp_path):
     path = tmp_path / "d.json"
     path.write_text('[\n  {"prompt": "a"},\n  {"prompt": "b",}\n]')

@@ -2,37 +2,24 @@
 
 Nothing is `eval`ed: the expression is parsed with `ast` and only numbers, + - * / // % **,
 unary signs, parentheses, the constants pi and e and a few math functions are accepted; any
-other node (a name, an attribute, a subscript, a lambda) is refused with what it was. Every
-intermediate result is bounded (`MAX_DIGITS`, `MAX_EXPONENT`), so no expression can run long
-or fill memory: this runs in the calling process, not in the sandbox.
+other node (a name, an attribute, a subscript, a lambda) is refused with what it was. The
+operators, the nesting limit and the bounds on every intermediate result (`MAX_DIGITS`,
+`MAX_EXPONENT`) are `trainers.arithmetic`'s, shared with the reward formula, so no expression can
+run long or fill memory: this runs in the calling process, not in the sandbox.
 """
 
 from __future__ import annotations
 
 import ast
 import math
-import operator
 from collections.abc import Callable
 from typing import Any
 
+from trainers.arithmetic import BINARY, MAX_DEPTH, UNARY, BoundsError, binary, bounded, check_depth, is_number
 from trainers.rollout.environments.catalog import CalculatorParams
 from trainers.rollout.environments.tools.base import TOOLS, FunctionTool, ToolError
 
 MAX_LENGTH = 500
-MAX_EXPONENT = 10_000
-MAX_DIGITS = 1000  # integers longer than this are refused: beyond any arithmetic a model needs
-MAX_DEPTH = 50
-
-BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-}
-UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sqrt": math.sqrt,
     "log": math.log,
@@ -62,45 +49,28 @@ def evaluate(expression: str) -> int | float:
         return _value(tree.body, 0)
     except ZeroDivisionError:
         raise ToolError("division by zero") from None
+    except BoundsError as exc:
+        raise ToolError(str(exc)) from None
     except (ValueError, OverflowError, TypeError) as exc:
         raise ToolError(f"math error: {exc}") from None
 
 
 def _value(node: ast.AST, depth: int) -> int | float:
-    if depth > MAX_DEPTH:
-        raise ToolError(f"expression nested deeper than {MAX_DEPTH} levels")
-    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
-        return _bounded(node.value)
+    """The value of one node; `BoundsError` (from `trainers.arithmetic`) past a bound."""
+    check_depth(depth, MAX_DEPTH)
+    if isinstance(node, ast.Constant) and is_number(node.value):
+        return bounded(node.value)
     if isinstance(node, ast.Name) and node.id in CONSTANTS:
         return CONSTANTS[node.id]
     if isinstance(node, ast.UnaryOp) and type(node.op) in UNARY:
         return UNARY[type(node.op)](_value(node.operand, depth + 1))
     if isinstance(node, ast.BinOp) and type(node.op) in BINARY:
-        left, right = _value(node.left, depth + 1), _value(node.right, depth + 1)
-        if isinstance(node.op, ast.Pow):
-            _check_power(left, right)
-        return _bounded(BINARY[type(node.op)](left, right))
+        return binary(node.op, _value(node.left, depth + 1), _value(node.right, depth + 1))
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS:
         if node.keywords or len(node.args) > 2:
             raise ToolError(f"{node.func.id}() takes one or two numbers")
-        return _bounded(FUNCTIONS[node.func.id](*(_value(a, depth + 1) for a in node.args)))
+        return bounded(FUNCTIONS[node.func.id](*(_value(a, depth + 1) for a in node.args)))
     raise ToolError(f"not allowed in an expression: {_describe(node)}")
-
-
-def _check_power(base: int | float, exponent: int | float) -> None:
-    if abs(exponent) > MAX_EXPONENT:
-        raise ToolError(f"exponent {exponent:g} is beyond ±{MAX_EXPONENT}")
-    whole = isinstance(base, int) and isinstance(exponent, int)
-    if whole and abs(base) > 1 and exponent > 0 and exponent * math.log10(abs(base)) > MAX_DIGITS:
-        raise ToolError(f"the result would have more than {MAX_DIGITS} digits")
-
-
-def _bounded(value: Any) -> int | float:
-    if isinstance(value, complex):
-        raise ToolError("the result is a complex number")
-    if isinstance(value, int) and value.bit_length() > MAX_DIGITS * 3.33:
-        raise ToolError(f"the result would have more than {MAX_DIGITS} digits")
-    return value
 
 
 def _describe(node: ast.AST) -> str:
