@@ -1,10 +1,15 @@
 """The program a sandbox process runs (standard library only: it starts under `python -I`).
 
 It takes over the pipes the parent gave it as stdin/stdout for its own protocol (one JSON
-object per line), points fd 0 at /dev/null and fd 1 at the stderr log so user code can
-neither read the protocol nor write into it, applies resource limits, blocks `socket`,
-and then serves one of two modes named by the first message. What it can see and do beyond
-that (files, network, user) is set up around it by the parent, `trainers.sandbox.process`.
+object per line in; out, `<tag> <json>` on a line of its own, the tag the request's `id`),
+points fd 0 at /dev/null and fd 1 at the stderr log (a pipe the parent drains), applies
+resource limits, blocks `socket`, and then serves one of two modes named by the first message.
+What it can see and do beyond that (files, network, user) is set up around it by the parent,
+`trainers.sandbox.process`.
+
+User code in `worker` mode shares this process, so it can reach the protocol's pipes and this
+module's functions: the parent trusts nothing of what comes back (it checks tags, sizes and
+shapes). A request's tag is random and new, so nothing written before it can answer it.
 
 - `worker`: load a function once (user source, or `module:function` for trusted code), then
   answer `{"args": [...], "kwargs": {...}}` requests with `{"ok": true, "value": ...}` or
@@ -12,7 +17,10 @@ that (files, network, user) is set up around it by the parent, `trainers.sandbox
   answers, not crashes; only a dying process (os._exit, segfault, kill) ends the worker.
 - `tests`: compile a program once and run it against test cases, each in a forked child,
   writing one result line per test as soon as it is known (so a parent that kills this
-  process on timeout still has the results so far).
+  process on timeout still has the results so far). Here the program runs only in the forked
+  children, which close the protocol's pipes first, and this process is made non-dumpable
+  (its /proc/<pid>/fd is closed to them): the program cannot write a line the parent reads.
+  A stdio test's verdict is decided here, from the output the child sends back.
 """
 
 import json
@@ -23,27 +31,44 @@ import time
 import traceback
 
 MAX_TEXT = 300
+MAX_ERROR = 2000  # characters of an error message
+MAX_REPLY_BYTES = 8 << 20  # as the parent's limit: a larger value is answered with an error instead
+PR_SET_DUMPABLE = 4
+# Bound before user code runs: code that rebinds `json.dumps` or `os.write` does not change these.
+_dumps = json.dumps
+_write = os.write
+_loads = json.loads
 
 
 def main():
-    proto_in = os.fdopen(os.dup(0), "r", encoding="utf-8")
-    proto_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    proto_fds = (os.dup(0), os.dup(1))
+    proto_in = os.fdopen(proto_fds[0], "r", encoding="utf-8")
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(2, 1)
     sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115  (lives as long as the process)
     sys.stdout = sys.stderr
+    out_fd = proto_fds[1]
 
-    def send(message):
-        proto_out.write(json.dumps(message, default=str) + "\n")
-        proto_out.flush()
+    def send(message, tag):
+        try:
+            data = _dumps(message, default=str)
+        except BaseException as exc:  # a circular or too deep value, a default= that raised
+            data = _dumps({"ok": False, "error": "the value cannot be sent back: " + describe(exc)})
+        if len(data) > MAX_REPLY_BYTES:
+            data = _dumps({"ok": False, "error": f"the value is {len(data)} bytes as JSON, more than a reply holds"})
+        # The newline first ends any partial line user code left on the pipe.
+        view = memoryview(("\n" + tag + " " + data + "\n").encode())
+        while view:
+            view = view[_write(out_fd, view) :]
 
-    config = json.loads(proto_in.readline())
+    config = _loads(proto_in.readline())
+    tag = str(config.get("id", ""))
     sys.path[:0] = config.get("sys_path", [])
     if config["mode"] == "worker":
-        serve(config, proto_in, send)
+        serve(config, proto_in, send, tag)
     else:
-        run_tests(config, send)
+        run_tests(config, lambda message: send(message, tag), proto_fds)
 
 
 def apply_limits(limits):
@@ -72,8 +97,13 @@ def block_network():
 
 
 def describe(exc):
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    try:
+        text = str(exc)
+        name = type(exc).__name__
+    except BaseException:  # an exception whose __str__ raises
+        text, name = "", "an exception that cannot be shown"
+    text = text if len(text) <= MAX_ERROR else text[: MAX_ERROR - 3] + "..."
+    return f"{name}: {text}" if text else name
 
 
 def user_frame_error(exc, filename):
@@ -110,7 +140,7 @@ def load_function(config):
     return function
 
 
-def serve(config, proto_in, send):
+def serve(config, proto_in, send, tag):
     if config.get("trusted_import_first") and "import" in config:
         # Trusted modules are imported before the limits so their own start-up is not squeezed.
         function = load_function(config)
@@ -121,20 +151,26 @@ def serve(config, proto_in, send):
         try:
             function = load_function(config)
         except RuntimeError as exc:
-            send({"ok": False, "error": str(exc)})
+            send({"ok": False, "error": str(exc)}, tag)
             return
-    send({"ok": True, "ready": True})
+    send({"ok": True, "ready": True}, tag)
     filename = config.get("filename", "<user code>")
     for line in proto_in:
-        request = json.loads(line)
+        request = _loads(line)
+        reply_tag = str(request.get("id", ""))
         try:
             value = function(*request.get("args", []), **request.get("kwargs", {}))
-            send({"ok": True, "value": value})
+            message = {"ok": True, "value": value}
         except BaseException as exc:  # SystemExit and KeyboardInterrupt too: an answer, not a crash
-            send({"ok": False, "error": user_frame_error(exc, filename)})
+            try:
+                message = {"ok": False, "error": user_frame_error(exc, filename)}
+            except BaseException as inner:  # the traceback machinery itself was broken by the code
+                message = {"ok": False, "error": describe(inner)}
+        send(message, reply_tag)
 
 
-def run_tests(config, send):
+def run_tests(config, send, proto_fds):
+    make_undumpable()
     apply_limits(config["limits"])
     block_network()
     filename = "<completion>"
@@ -144,34 +180,53 @@ def run_tests(config, send):
         send({"fatal": syntax_error(exc)})
         return
     deadline = time.monotonic() + config["timeout_s"]
-    if config["style"] == "asserts":
-        namespace = {"__name__": "__main__"}
-        try:
-            exec(code, namespace)
-        except BaseException as exc:
-            send({"fatal": "the program failed before the tests: " + user_frame_error(exc, filename)})
-            return
-        runners = [lambda test=test: exec_assert(test, namespace) for test in config["tests"]]
-    else:
-        runners = [lambda test=test, i=i: exec_stdio(code, test, i) for i, test in enumerate(config["tests"])]
-    for i, runner in enumerate(runners):
+    tests = config["tests"]
+    for i, test in enumerate(tests):
         if time.monotonic() > deadline:
             send({"test": i, "passed": False, "error": "not run: the time limit was used up"})
+            continue
+        if config["style"] == "asserts":
+            result = run_forked(lambda test=test: exec_assert(code, test, filename), deadline, proto_fds)
+            if "fatal" in result:
+                send({"fatal": str(result["fatal"])})
+                return
         else:
-            send(run_forked(runner, deadline) | {"test": i})
+            result = run_forked(lambda test=test, i=i: exec_stdio(code, test["input"], i), deadline, proto_fds)
+            if "stdout" in result:
+                got = str(result.pop("stdout"))
+                result = {"passed": same_output(got, test["output"]), "got": got[:MAX_TEXT]}
+        send(result | {"test": i})
 
 
-def exec_assert(test, namespace):
-    exec(compile(test, "<test>", "exec"), dict(namespace))
+def make_undumpable():
+    """No other process of the sandbox (the forked tests) may open this one's /proc/<pid>/fd or
+    trace it. Best effort: without ctypes the tests still run."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def exec_assert(code, test, filename):
+    """The program, then one test, in a fresh namespace (in the forked child)."""
+    namespace = {"__name__": "__main__"}
+    try:
+        exec(code, namespace)
+    except BaseException as exc:
+        return {"fatal": "the program failed before the tests: " + user_frame_error(exc, filename)}
+    exec(compile(test, "<test>", "exec"), namespace)
     return {"passed": True}
 
 
-def exec_stdio(code, test, index):
+def exec_stdio(code, stdin_text, index):
     """Run the program (in a forked child) with the test input on fd 0 and fd 1 in a file, so
-    `input()`, `sys.stdin.buffer`, `print` and `os.write(1, ...)` all behave as in a real run."""
+    `input()`, `sys.stdin.buffer`, `print` and `os.write(1, ...)` all behave as in a real run.
+    Returns what it printed; the parent compares it with the expected output."""
     in_path, out_path = f".stdin-{index}", f".stdout-{index}"
     with open(in_path, "w", encoding="utf-8") as f:
-        f.write(test["input"])
+        f.write(stdin_text)
     os.dup2(os.open(in_path, os.O_RDONLY), 0)
     os.dup2(os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
     sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
@@ -184,8 +239,8 @@ def exec_stdio(code, test, index):
     finally:
         sys.stdout.flush()
     with open(out_path, encoding="utf-8", errors="replace") as f:
-        got = f.read()
-    return {"passed": same_output(got, test["output"]), "got": got[:MAX_TEXT]}
+        got = f.read(MAX_REPLY_BYTES // 4)
+    return {"stdout": got}
 
 
 def same_output(got, expected):
@@ -197,22 +252,28 @@ def same_output(got, expected):
     return lines(got) == lines(expected)
 
 
-def run_forked(test_fn, deadline):
-    """Run one test in a forked child (tests cannot disturb each other); wait until `deadline`."""
+def run_forked(test_fn, deadline, proto_fds):
+    """Run one test in a forked child (tests cannot disturb each other); wait until `deadline`.
+    The child closes the protocol's pipes before the program runs."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
+        for fd in proto_fds:
+            os.close(fd)
         try:
             result = test_fn()
         except BaseException as exc:
             result = {"passed": False, "error": user_frame_error(exc, "<completion>")}
         with os.fdopen(write_fd, "w") as out:
-            out.write(json.dumps(result, default=str))
+            out.write(_dumps(result, default=str))
         os._exit(0)
     os.close(write_fd)
     delay = 0.0005
+    chunks = []
+    os.set_blocking(read_fd, False)
     while True:
+        drain(read_fd, chunks)
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             break
@@ -223,11 +284,31 @@ def run_forked(test_fn, deadline):
             return {"passed": False, "error": "timed out"}
         time.sleep(delay)
         delay = min(delay * 2, 0.01)
-    with os.fdopen(read_fd) as data:
-        text = data.read()
+    drain(read_fd, chunks)
+    os.close(read_fd)
+    text = b"".join(chunks)[:MAX_REPLY_BYTES].decode("utf-8", "replace")
     if not text:
         return {"passed": False, "error": exit_text(status)}
-    return json.loads(text)
+    try:
+        result = _loads(text)
+    except ValueError:
+        result = None
+    if not isinstance(result, dict):
+        return {"passed": False, "error": "the test's process sent back something unreadable"}
+    return result
+
+
+def drain(fd, chunks):
+    """Read what the pipe holds now (the child may write more than a pipe's buffer)."""
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return
+        if not chunk:
+            return
+        if sum(map(len, chunks)) < MAX_REPLY_BYTES:  # past that, read and dropped
+            chunks.append(chunk)
 
 
 def exit_text(status):

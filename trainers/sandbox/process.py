@@ -10,8 +10,9 @@ Debian's `bubblewrap` package), and gets:
   nothing else of the project or of the home that holds them); the child script read-only
   (the whole `trainers` package only for a trusted `module:function` import); from /etc only
   the dynamic loader's cache, the time zone and a one-line passwd/group naming the sandbox
-  user; a fresh /proc and a minimal /dev; an empty /tmp with a private writable temporary
-  folder as home and working directory, deleted afterwards. No /root (beyond the path to an
+  user; a fresh /proc and a minimal /dev; an empty /tmp, a memory file system of `disk_mb`
+  (bwrap `--size`) holding a private working folder, which is also home: the sandbox's disk
+  quota, nothing of it written to the host's disk, gone with the process. No /root (beyond the path to an
   interpreter installed there), no home of the worker's user, no studio data folder, no
   /etc/shadow. Folders named in `ROLLOUT_SANDBOX_HIDE` (os.pathsep-separated; the workers
   set the studio's data folder) are covered with an empty tmpfs if they lie inside one of
@@ -25,15 +26,25 @@ Debian's `bubblewrap` package), and gets:
 - `RLIMIT_AS` (address space, so unbounded allocation raises MemoryError or fails to map),
   `RLIMIT_CPU` (SIGXCPU, then SIGKILL one second later), `RLIMIT_FSIZE` (largest file it
   may write) and no core dumps, set by the child on itself before user code runs;
-- stdin at /dev/null, stdout/stderr into a log file in its temporary folder (only the last
-  `LOG_TAIL` characters are ever read back), and a minimal environment (no API keys or
-  database URLs inherited).
+- stdin at /dev/null, stdout/stderr into a pipe the host drains (only the last `LOG_TAIL`
+  characters are kept), and a minimal environment (no API keys or database URLs inherited).
+
+What crosses back is untrusted. The host never opens a path in the sandbox's folder: requests,
+replies and the log travel over pipes the host created, read without blocking, against a
+deadline, and within a size (`MAX_REPLY_BYTES` a reply; the log's tail). Every request carries a
+fresh random tag that its reply must start with (`<tag> <json>` on a line of its own), so bytes
+the sandboxed code writes onto the reply pipe are skipped and can never stand in for a later
+call's reply (user code shares the interpreter's process, so it can always reach that pipe: at
+most it answers the call it is running, as returning a value does). A reply that is not JSON,
+not the agreed shape, or too large ends its call with `MalformedReply`'s message, and the worker
+is replaced; the value inside an ok reply is plain JSON, which each caller checks for its shape.
 
 Fail closed: where bubblewrap is missing or cannot create namespaces (a container whose
 seccomp profile forbids them, a kernel without unprivileged user namespaces), every start
 raises `SandboxError` saying why and how to install it, unless `ROLLOUT_SANDBOX_ALLOW_WEAK=1`
-allows the weak fallback: a plain child process with the same limits and environment, whose
-only network barrier is that the child replaces the `socket` module's constructors (which
+allows the weak fallback: a plain child process with the same limits and environment, a
+working folder on the host's disk (only `RLIMIT_FSIZE` bounds it, file by file), whose only
+network barrier is that the child replaces the `socket` module's constructors (which
 determined code can undo), and which can read every file the worker's user can.
 `isolation()` says which of the two this machine gives; `ROLLOUT_SANDBOX_BWRAP` names the
 bwrap executable when it is not the one on PATH.
@@ -53,6 +64,7 @@ import functools
 import json
 import math
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -69,6 +81,13 @@ CHILD = Path(__file__).with_name("_child.py")
 # Extra seconds a process may take to start (interpreter, imports) beyond the limit it is given.
 STARTUP_GRACE_S = 2.0
 LOG_TAIL = 1500
+LOG_KEEP_BYTES = 4 * LOG_TAIL  # the log's tail as bytes (UTF-8: up to 4 a character)
+# The largest reply (one line) the host reads; a longer one ends its call and the worker. Callers
+# cut user values in the sandbox to far less (an observation's characters).
+MAX_REPLY_BYTES = 8 << 20
+MAX_ERROR_CHARS = 2000  # an error message from the sandbox is cut to this
+DRAIN_AFTER_EXIT_S = 0.5  # the most the host waits for the rest of a dead sandbox's log
+WORKDIR_PREFIX = "rubric-sandbox-"
 SIGNAL_NAMES = {
     signal.SIGSEGV: "segmentation fault (SIGSEGV)",
     signal.SIGKILL: "killed (SIGKILL: timeout, or the kernel's out-of-memory killer)",
@@ -106,17 +125,25 @@ class Limits:
     memory_mb: int = 512
     file_size_mb: int = 16
     cpu_s: int | None = None
+    # /tmp and the working folder together (one memory file system, sized by bwrap): what the code
+    # may write in all. Memory outside `memory_mb`; the weak fallback has no such quota.
+    disk_mb: int = 64
 
     def for_child(self, calls: int = 1) -> dict[str, int]:
         """Limits as the child applies them; a worker serving `calls` calls gets CPU time for all of them."""
         wall = self.timeout_s * max(calls, 1) + STARTUP_GRACE_S
         cpu = self.cpu_s if self.cpu_s is not None else math.ceil(wall) + 1
-        return {"memory_mb": self.memory_mb, "cpu_s": cpu, "file_size_mb": self.file_size_mb}
+        return {"memory_mb": self.memory_mb, "cpu_s": cpu, "file_size_mb": self.file_size_mb, "disk_mb": self.disk_mb}
 
 
 class SandboxError(RuntimeError):
     """The sandboxed process failed as a whole (could not start, died, timed out), or was refused
     (no bubblewrap, see `isolation()`); the message says how."""
+
+
+class MalformedReply(SandboxError):
+    """What the sandbox sent back is not a reply the host can use (too large, not JSON, not the
+    agreed shape); the message says which, never what it held."""
 
 
 def isolation() -> str:
@@ -152,7 +179,7 @@ def bwrap_problem(path: str | None) -> str | None:
         return f"bubblewrap (bwrap) is not installed (not on PATH, and {BWRAP_ENV} is not set)"
     if not os.access(path, os.X_OK):
         return f"{path} (named by {BWRAP_ENV} or found on PATH) does not exist or is not executable"
-    command = [path, *BWRAP_FLAGS, *_view_args(), "--", sys.executable, "-I", "-c", "pass"]
+    command = [path, *BWRAP_FLAGS, *_view_args(Limits.disk_mb), "--", sys.executable, "-I", "-c", "pass"]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -194,10 +221,10 @@ def _python_dirs() -> tuple[str, ...]:
 
 
 @functools.cache
-def _view_args() -> tuple[str, ...]:
-    """bwrap arguments for the part of the view every sandbox shares: the system, an empty /tmp,
-    /proc, /dev, the interpreter (read-only, at its real paths, linked from the named ones) and
-    the few /etc files."""
+def _view_args(disk_mb: int) -> tuple[str, ...]:
+    """bwrap arguments for the part of the view every sandbox shares: the system, an empty /tmp
+    of `disk_mb` (a memory file system: the sandbox's disk quota), /proc, /dev, the interpreter
+    (read-only, at its real paths, linked from the named ones) and the few /etc files."""
     args: list[str] = []
     for path in SYSTEM_DIRS:
         if os.path.islink(path):  # merged /usr: /lib -> usr/lib
@@ -205,7 +232,7 @@ def _view_args() -> tuple[str, ...]:
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
     # /tmp first: a bind below (an interpreter under /tmp) must not be covered by it.
-    args += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
+    args += ["--size", str(max(disk_mb, 1) << 20), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
     for path in _python_dirs():
         args += ["--ro-bind", path, path]
     for named in (sys.prefix, sys.base_prefix):
@@ -226,15 +253,16 @@ def _data_fd(text: str) -> int:
     return read_fd
 
 
-def _bwrap_command(bwrap: str, workdir: str, *, package: bool) -> tuple[list[str], list[int]]:
+def _bwrap_command(bwrap: str, workdir: str, *, package: bool, disk_mb: int) -> tuple[list[str], list[int]]:
     """The bwrap arguments (ending in `--`) for one sandbox, and the descriptors they read.
-    `package`: the whole `trainers` package is visible (trusted imports), else only the child script."""
+    `package`: the whole `trainers` package is visible (trusted imports), else only the child script.
+    `workdir` (under /tmp) is made inside the sandbox's own /tmp: no host folder backs it."""
     code = os.path.join(_project_root(), "trainers") if package else str(CHILD)
     fds = [_data_fd(PASSWD.format(id=SANDBOX_ID, home=workdir)), _data_fd(GROUP.format(id=SANDBOX_ID))]
-    args = [bwrap, *BWRAP_FLAGS, *_view_args(), "--ro-bind", code, code]
+    args = [bwrap, *BWRAP_FLAGS, *_view_args(disk_mb), "--ro-bind", code, code]
     args += ["--ro-bind-data", str(fds[0]), "/etc/passwd", "--ro-bind-data", str(fds[1]), "/etc/group"]
-    args += ["--bind", workdir, workdir, "--chdir", workdir]
-    for path in _hidden_folders(["/usr", *_python_dirs(), code, workdir]):
+    args += ["--perms", "0700", "--dir", workdir, "--chdir", workdir]
+    for path in _hidden_folders(["/usr", *_python_dirs(), code]):
         args += ["--tmpfs", path, "--remount-ro", path]
     return [*args, "--"], fds
 
@@ -265,63 +293,137 @@ def _environment(home: str) -> dict[str, str]:
 
 
 class SandboxChild:
-    """One sandbox process and its JSON-lines pipes. Always `close()` it (kills and deletes its folder)."""
+    """One sandbox process and its pipes (requests in, tagged JSON-lines replies out, the log).
+    Always `close()` it (kills it; in the weak fallback, deletes its folder).
+
+    `tag` is this process's session tag: the first reply (to the config) and, for a stream of
+    replies to one request (`run_program_tests`), every reply carries it.
+    """
 
     def __init__(self, config: dict[str, Any]) -> None:
         bwrap = _launcher()  # refuses before anything is made
-        self.workdir = tempfile.mkdtemp(prefix="rubric-sandbox-")
-        self.log_path = os.path.join(self.workdir, ".sandbox-log")
+        self.tag = secrets.token_hex(16)
         self.wrapped = bwrap is not None
+        self._host_dir: str | None = None
         command, fds = [sys.executable, "-I", str(CHILD)], []
         if bwrap:
-            prefix, fds = _bwrap_command(bwrap, self.workdir, package="import" in config)
+            # Exists only inside the sandbox, on its /tmp: the host has nothing there to read or delete.
+            self.workdir = f"/tmp/{WORKDIR_PREFIX}{secrets.token_hex(6)}"
+            disk_mb = int(config.get("limits", {}).get("disk_mb", Limits.disk_mb))
+            prefix, fds = _bwrap_command(bwrap, self.workdir, package="import" in config, disk_mb=disk_mb)
             command = prefix + command
-        self._buffer = b""
+            cwd = "/"
+        else:
+            self.workdir = self._host_dir = cwd = tempfile.mkdtemp(prefix=WORKDIR_PREFIX)
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of `_buffer` known to hold no newline
+        self._log = bytearray()
         try:
-            with open(self.log_path, "wb") as log:
-                self.proc = subprocess.Popen(
-                    command,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=log,
-                    cwd=self.workdir,
-                    env=_environment(self.workdir),
-                    start_new_session=True,  # its own process group, so one killpg takes everything it started
-                    close_fds=True,
-                    pass_fds=fds,
-                )
+            self.proc = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,  # the log: a pipe, drained here, never a file in the sandbox's folder
+                bufsize=0,
+                cwd=cwd,
+                env=_environment(self.workdir),
+                start_new_session=True,  # its own process group, so one killpg takes everything it started
+                close_fds=True,
+                pass_fds=fds,
+            )
         finally:
             for fd in fds:
                 os.close(fd)
-        self.send(config)
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            os.set_blocking(pipe.fileno(), False)  # type: ignore[union-attr]
+        with contextlib.suppress(TimeoutError):  # gone or stuck: the first `receive` says which
+            self.send({**config, "id": self.tag}, time.monotonic() + STARTUP_GRACE_S)
 
-    def send(self, message: dict[str, Any]) -> bool:
-        """Write one message; False when the child is already gone."""
-        try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(json.dumps(message, default=str).encode() + b"\n")
-            self.proc.stdin.flush()
-            return True
-        except (BrokenPipeError, OSError):
-            return False
+    # ------------------------------------------------------------------ the pipes
 
-    def receive(self, deadline: float) -> dict[str, Any] | None:
-        """The next message, None at end of output (the child exited); TimeoutError after `deadline`."""
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self._buffer:
+    def _log_fd(self) -> int | None:
+        err = self.proc.stderr
+        return None if err is None or err.closed else err.fileno()
+
+    def _drain_log(self) -> None:
+        """Read what the log pipe holds now (never waits), keeping its tail."""
+        fd = self._log_fd()
+        while fd is not None:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:  # end of the log: every writer is gone
+                assert self.proc.stderr is not None
+                self.proc.stderr.close()
+                return
+            self._log += chunk
+            del self._log[:-LOG_KEEP_BYTES]
+
+    def send(self, message: dict[str, Any], deadline: float | None = None) -> bool:
+        """Write one message; False when the child is already gone, TimeoutError when it stops
+        reading until `deadline` (default: the start-up grace from now). JSON errors of `message`
+        (TypeError, ValueError, RecursionError) are raised before anything is written."""
+        data = json.dumps(message, default=str).encode() + b"\n"
+        deadline = time.monotonic() + STARTUP_GRACE_S if deadline is None else deadline
+        assert self.proc.stdin is not None
+        fd, view = self.proc.stdin.fileno(), memoryview(data)
+        while view:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
+            log = self._log_fd()
+            readable, writable, _ = select.select([] if log is None else [log], [fd], [], remaining)
+            if readable:
+                self._drain_log()
+            if not writable:
                 continue
-            chunk = os.read(fd, 1 << 16)
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                continue
+            except OSError:  # BrokenPipeError: the child is gone
+                return False
+        return True
+
+    def receive(self, deadline: float, tag: str | None = None) -> dict[str, Any] | None:
+        """The next reply tagged `tag` (default: the session's), as a dict; None at end of output
+        (the child exited); TimeoutError after `deadline`; `MalformedReply` for a tagged line that
+        is not a JSON object, or a line longer than `MAX_REPLY_BYTES`. Lines without the tag
+        (bytes the sandboxed code wrote onto the pipe) are skipped."""
+        assert self.proc.stdout is not None
+        want = (tag or self.tag).encode() + b" "
+        fd = self.proc.stdout.fileno()
+        while True:
+            while (end := self._buffer.find(b"\n", self._scanned)) >= 0:
+                line = bytes(self._buffer[:end])
+                del self._buffer[: end + 1]
+                self._scanned = 0
+                if line.startswith(want):
+                    return _parse_reply(line[len(want) :])
+            self._scanned = len(self._buffer)
+            if len(self._buffer) > MAX_REPLY_BYTES:
+                raise MalformedReply(f"a reply larger than {MAX_REPLY_BYTES >> 20} MiB")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            log = self._log_fd()
+            ready, _, _ = select.select([fd] if log is None else [fd, log], [], [], remaining)
+            if log is not None and log in ready:
+                self._drain_log()
+            if fd not in ready:
+                continue
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                continue
             if not chunk:
                 return None
             self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line)
+
+    # ------------------------------------------------------------------ the end
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -347,27 +449,45 @@ class SandboxChild:
         return f"the sandbox process died: {how}" + (f"; its output ended with: {tail}" if tail else "")
 
     def log_tail(self) -> str:
-        try:
-            with open(self.log_path, "rb") as log:
-                log.seek(0, os.SEEK_END)
-                log.seek(max(0, log.tell() - LOG_TAIL))
-                return log.read().decode("utf-8", "replace").strip()
-        except OSError:
-            return ""
+        """The last `LOG_TAIL` characters the process wrote to stdout/stderr. Reads what is left in
+        the log pipe for at most `DRAIN_AFTER_EXIT_S` (a process it forked may hold the pipe open)."""
+        deadline = time.monotonic() + DRAIN_AFTER_EXIT_S
+        while (fd := self._log_fd()) is not None and (remaining := deadline - time.monotonic()) > 0:
+            if select.select([fd], [], [], remaining)[0]:
+                self._drain_log()
+        return bytes(self._log).decode("utf-8", "replace").strip()[-LOG_TAIL:]
 
     def close(self) -> None:
-        for pipe in (self.proc.stdin, self.proc.stdout):
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if pipe:
                 with contextlib.suppress(OSError):
                     pipe.close()
         self.kill()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self._host_dir is not None:  # the weak fallback's folder (rmtree does not follow links out of it)
+            shutil.rmtree(self._host_dir, ignore_errors=True)
+
+
+def _parse_reply(payload: bytes) -> dict[str, Any]:
+    try:
+        message = json.loads(payload)
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, too deep, an int of too many digits
+        raise MalformedReply(f"a reply that is not valid JSON ({type(exc).__name__})") from None
+    if not isinstance(message, dict):
+        raise MalformedReply(f"a reply that is a JSON {type(message).__name__}, not an object")
+    return message
+
+
+def _error_text(value: Any) -> str:
+    """An error message from the sandbox, as plain text of at most `MAX_ERROR_CHARS`."""
+    text = value.encode("utf-8", "replace").decode("utf-8")  # lone surrogates become "?"
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
 
 
 @dataclass
 class CallResult:
     """One call into a worker: `value` when ok, else `error`; `crashed` when the worker process is
-    gone, `timed_out` when it was killed for taking too long."""
+    gone, `timed_out` when it was killed for taking too long. `value` is plain JSON (dict, list,
+    str, int, float, bool, None), of any shape: callers check it."""
 
     ok: bool
     value: Any = None
@@ -381,10 +501,11 @@ class Worker:
 
     Loading happens once per process: user source is compiled and executed (a syntax error
     or a failing import raises `SandboxError` from `start`, with the line number), or a trusted
-    `module:function` is imported. Each `call` has its own wall-clock limit; when it hangs or
-    the process dies the result says so (`crashed=True`) and the worker must be replaced.
-    Call and close it from the thread that started it: bubblewrap's `--die-with-parent` ends
-    the sandbox when that thread exits (the kernel's parent-death signal follows the thread).
+    `module:function` is imported. Each `call` has its own wall-clock limit; when it hangs, the
+    process dies or its reply is malformed, the result says so (`crashed=True`) and the worker
+    must be replaced. Call and close it from the thread that started it: bubblewrap's
+    `--die-with-parent` ends the sandbox when that thread exits (the kernel's parent-death
+    signal follows the thread).
     """
 
     def __init__(self, child: SandboxChild, limits: Limits) -> None:
@@ -413,28 +534,53 @@ class Worker:
         except TimeoutError:
             child.close()
             raise SandboxError(f"loading the code took longer than {limits.timeout_s:g} s") from None
+        except MalformedReply as exc:
+            child.close()
+            raise SandboxError(f"the sandbox sent {exc} while loading the code") from None
         if reply is None:
             error = child.exit_description()
             child.close()
             raise SandboxError(error)
-        if not reply.get("ok"):
+        if reply.get("ok") is not True:
             child.close()
-            raise SandboxError(reply.get("error", "the code could not be loaded"))
+            error = reply.get("error")
+            raise SandboxError(_error_text(error) if isinstance(error, str) else "the code could not be loaded")
         return cls(child, limits)
 
     def call(self, *args: Any, **kwargs: Any) -> CallResult:
-        if not self._child.send({"args": list(args), "kwargs": kwargs}):
+        tag = secrets.token_hex(16)  # the reply must carry it: nothing written before this call can pass for it
+        deadline = time.monotonic() + self.limits.timeout_s
+        try:
+            sent = self._child.send({"id": tag, "args": list(args), "kwargs": kwargs}, deadline)
+        except (TypeError, ValueError, RecursionError) as exc:
+            return CallResult(False, error=f"the call's arguments cannot be sent to the sandbox: {type(exc).__name__}")
+        except TimeoutError:
+            return self._timed_out()
+        if not sent:
             return CallResult(False, error=self._child.exit_description(), crashed=True)
         try:
-            reply = self._child.receive(time.monotonic() + self.limits.timeout_s)
+            reply = self._child.receive(deadline, tag)
         except TimeoutError:
-            self._child.kill()
-            return CallResult(False, error=f"timed out after {self.limits.timeout_s:g} s", crashed=True, timed_out=True)
+            return self._timed_out()
+        except MalformedReply as exc:
+            return self._malformed(str(exc))
         if reply is None:
             return CallResult(False, error=self._child.exit_description(), crashed=True)
-        if reply.get("ok"):
-            return CallResult(True, value=reply.get("value"))
-        return CallResult(False, error=str(reply.get("error", "unknown error")))
+        ok, error = reply.get("ok"), reply.get("error")
+        if ok is True and "value" in reply:
+            return CallResult(True, value=reply["value"])
+        if ok is False and isinstance(error, str):
+            return CallResult(False, error=_error_text(error))
+        return self._malformed("a reply without a boolean 'ok' and its value or error text")
+
+    def _timed_out(self) -> CallResult:
+        self._child.kill()
+        return CallResult(False, error=f"timed out after {self.limits.timeout_s:g} s", crashed=True, timed_out=True)
+
+    def _malformed(self, what: str) -> CallResult:
+        """The process no longer speaks the protocol (its own functions were rebound): it is stopped."""
+        self._child.kill()
+        return CallResult(False, error=f"the sandbox sent {what}; its process was stopped", crashed=True)
 
     def close(self) -> None:
         self._child.close()
@@ -492,7 +638,6 @@ class WorkerPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
 
 
 def _project_root() -> str:

@@ -14,7 +14,9 @@ source when the environment is saved; the studio's process never runs it.
 The code is the environment, so when it misbehaves the episode ends (done, with the reason):
 a step that raises, hangs, dies or returns something else than the above. A `reset` that fails
 raises `EnvironmentFailure`, which the rollout code records as the episode's error. Neither
-ever takes the run down.
+ever takes the run down. What comes back is plain JSON checked here for shape and size (the
+dispatcher runs next to the user's code and may have been rebound): texts exact str, cut to the
+observation limit; a reward a finite number; a state short text.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 from trainers.episodes import Message
 from trainers.rollout.environments.base import ENVIRONMENTS, Environment, EnvironmentStart, EpisodeLimits, StepResult
 from trainers.rollout.environments.catalog import PythonEnvParams
-from trainers.rollout.environments.tools.sandboxed import EpisodeSandbox
+from trainers.rollout.environments.tools.sandboxed import EpisodeSandbox, MalformedValue, reply_text
 
 DISPATCH = "__rollout_env__"
 # Appended to the user's source (after it, so its line numbers stay the user's own). Strings are
@@ -50,12 +52,13 @@ def {dispatch}(method, argument, limit):
     return cut(value)
 """
 ROLES = ("system", "user", "assistant", "tool")
+MAX_STATE_CHARS = 1000
+NOTE_CHARS = 64  # room for the dispatcher's "[truncated: N more characters]" after a cut text
 
 
 class EnvironmentFailure(RuntimeError):
     """The user's environment could not start an episode (did not load, `reset` raised or returned
     something unusable); the message says which and why."""
-
 
 
 @ENVIRONMENTS.register("python")
@@ -81,7 +84,7 @@ class PythonEnvironment(Environment):
         try:
             fields, state = {}, ""
             if isinstance(value, dict):
-                fields, state = value.get("fields") or {}, str(value.get("state", ""))
+                fields, state = value.get("fields") or {}, _state(value.get("state", ""))
                 value = value.get("messages")
                 if not isinstance(fields, dict):
                     raise ValueError("'fields' must be a dict")
@@ -109,7 +112,7 @@ class PythonEnvironment(Environment):
         if not isinstance(value, dict) or not {"reward", "done"} <= set(value):
             raise ValueError(f"{_show(value)}; expected (observation, reward, done) or a dict with those keys")
         reward, done = value["reward"], value["done"]
-        if isinstance(reward, bool) or not isinstance(reward, int | float) or not math.isfinite(reward):
+        if isinstance(reward, bool) or not isinstance(reward, int | float) or not _finite(reward):
             raise ValueError(f"reward {_show(reward)}; expected a finite number")
         if not isinstance(done, bool):
             raise ValueError(f"done {_show(done)}; expected True or False")
@@ -117,7 +120,7 @@ class PythonEnvironment(Environment):
             observation=self._messages(value.get("observation"), self.params.observation_role),
             reward=float(reward),
             done=done,
-            state=str(value.get("state", "")),
+            state=_state(value.get("state", "")),
             answered=bool(value.get("answered", False)),
         )
 
@@ -126,7 +129,7 @@ class PythonEnvironment(Environment):
         if value is None or value == "":
             return []
         if isinstance(value, str):
-            return [{"role": role, "content": value}]
+            return [{"role": role, "content": self._text(value)}]
         if not isinstance(value, list):
             raise ValueError(f"{_show(value)} as messages; expected a str or a list of messages")
         for message in value:
@@ -134,10 +137,31 @@ class PythonEnvironment(Environment):
                 isinstance(message, dict) and message.get("role") in ROLES and isinstance(message.get("content"), str)
             ):
                 raise ValueError(f"the message {_show(message)}; expected {{'role': one of {ROLES}, 'content': str}}")
-        return [{"role": m["role"], "content": m["content"]} for m in value]
+        return [{"role": str(m["role"]), "content": self._text(m["content"])} for m in value]
+
+    def _text(self, value: str) -> str:
+        """Text from the sandbox, cut to the observation limit (the dispatcher cut it already, with
+        a note, unless it was rebound) and with lone surrogates replaced."""
+        try:
+            return reply_text(value, self.limits.max_observation_chars + NOTE_CHARS, "a message")
+        except MalformedValue as exc:
+            raise ValueError(str(exc)) from None
 
     def close(self) -> None:
         self.sandbox.close()
+
+
+def _finite(number: int | float) -> bool:
+    try:
+        return math.isfinite(number)
+    except OverflowError:  # an int too large for a float (10**400)
+        return False
+
+
+def _state(value: Any) -> str:
+    """The state key: text (anything else as its repr), at most `MAX_STATE_CHARS`."""
+    text = value if type(value) is str else repr(value)
+    return reply_text(text[:MAX_STATE_CHARS], MAX_STATE_CHARS, "the state")
 
 
 def _show(value: Any) -> str:

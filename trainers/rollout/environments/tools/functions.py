@@ -6,6 +6,10 @@ parameter's description, the annotations give the JSON types, and parameters wit
 are required. All of this is read from the parsed source (`ast`): the studio's process never
 runs user code. The functions run in the sandbox, one worker per episode (module-level state
 lasts the episode), under the episode's time and memory limits.
+
+What comes back is checked (the dispatcher runs next to the user's code, which may rebind what
+it uses): `[text, count]`, text cut to the observation limit; anything else ends that call with
+the reason, and the next call goes on.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 from trainers.rollout.environments.catalog import FunctionsParams
 from trainers.rollout.environments.signatures import parse_source, schema_of, top_level_functions
 from trainers.rollout.environments.tools.base import TOOLS, Clipped, Tool, ToolError, check_arguments
-from trainers.rollout.environments.tools.sandboxed import EpisodeSandbox
+from trainers.rollout.environments.tools.sandboxed import EpisodeSandbox, MalformedValue, reply_count, reply_text
 
 DISPATCH = "__rollout_call__"
 # Appended to the user's source (after it, so its line numbers stay the user's own): calls the
@@ -33,8 +37,6 @@ def {DISPATCH}(name, arguments, limit):
             value = repr(value)
     return [value[:limit], max(len(value) - limit, 0)]
 """
-
-
 
 
 @TOOLS.register("functions")
@@ -59,7 +61,14 @@ class Functions(Tool):
         outcome = self._sandbox.call(name, arguments, self.limits.max_observation_chars)
         if not outcome.ok:
             raise ToolError(outcome.error)
-        text, more = outcome.value
+        value, limit = outcome.value, self.limits.max_observation_chars
+        try:
+            if type(value) is not list or len(value) != 2:
+                raise MalformedValue(f"a {type(value).__name__}, not [text, count]")
+            text = reply_text(value[0], limit, "the result")
+            more = reply_count(value[1], "the count of dropped characters") + max(len(value[0]) - limit, 0)
+        except MalformedValue as exc:
+            raise ToolError(f"{name}() gave back a malformed result: {exc}") from None
         return Clipped(text, more)
 
     def close(self) -> None:

@@ -5,6 +5,10 @@ The model sees what the cell printed (stdout and stderr together) and the repr o
 expression, as in a notebook; an exception shows the traceback's last lines. A cell that hangs
 or kills the process (os._exit, memory) is cut off; the next call gets a fresh interpreter, and
 the model is told its variables are gone.
+
+The interpreter shares its process with the model's code, which can rebind its helpers: the
+reply is checked here (a dict of exact text and counts, each cut to the observation limit), and
+one that is not ends that call with the reason; the next call goes on.
 """
 
 from __future__ import annotations
@@ -13,7 +17,13 @@ from typing import Any
 
 from trainers.rollout.environments.catalog import PythonToolParams
 from trainers.rollout.environments.tools.base import TOOLS, Clipped, FunctionTool, ToolError
-from trainers.rollout.environments.tools.sandboxed import INTERPRETER, EpisodeSandbox
+from trainers.rollout.environments.tools.sandboxed import (
+    INTERPRETER,
+    EpisodeSandbox,
+    MalformedValue,
+    reply_count,
+    reply_text,
+)
 
 NOTE_ROOM = 40  # characters kept free for the note saying how much output was cut
 RESTARTED = "[the interpreter was stopped: earlier variables and imports are gone]"
@@ -41,10 +51,31 @@ class Python(FunctionTool):
         if not outcome.ok:
             shown = Clipped(f"error: {outcome.error}\n{RESTARTED}") if outcome.crashed else None
             raise ToolError(outcome.error, shown=shown)
-        reply = outcome.value
+        try:
+            reply = self._checked(outcome.value)
+        except MalformedValue as exc:  # its own functions were rebound: a fresh interpreter takes the next call
+            self.close()
+            error = f"the interpreter's reply was malformed: {exc}"
+            raise ToolError(error, shown=Clipped(f"error: {error}\n{RESTARTED}")) from None
         if reply["error"]:
             raise ToolError(reply["error"], shown=self._with_traceback(reply))
         return Clipped(reply["output"], reply["dropped"])
+
+    def _checked(self, value: Any) -> dict[str, Any]:
+        """The interpreter's reply as {output: str, dropped: int, error: str | None, traceback: str},
+        each text cut to the observation limit."""
+        limit = self.limits.max_observation_chars
+        if type(value) is not dict:
+            raise MalformedValue(f"a {type(value).__name__}, not a dict")
+        output = reply_text(value.get("output"), limit, "the output")
+        dropped = reply_count(value.get("dropped"), "the count of dropped characters")
+        dropped += max(len(value["output"]) - limit, 0)
+        error = value.get("error")
+        if error is None or error == "":
+            return {"output": output, "dropped": dropped, "error": None, "traceback": ""}
+        error = reply_text(error, limit, "the error")
+        traceback = reply_text(value.get("traceback"), limit, "the traceback", keep_end=True)
+        return {"output": output, "dropped": dropped, "error": error, "traceback": traceback}
 
     def _with_traceback(self, reply: dict[str, Any]) -> Clipped:
         """The output, then the traceback; when they do not fit, the output is cut, not the

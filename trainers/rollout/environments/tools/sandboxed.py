@@ -5,10 +5,15 @@ that never calls the tool costs no process; it keeps its state (variables, impor
 environment's object) from call to call, and is replaced after a call that hung or killed it.
 Like every sandbox worker it must be started, called and closed from one thread: the rollout
 code runs each episode's environment on a thread of its own.
+
+What a call returns is plain JSON of any shape (the code in the sandbox, the tool's own helpers
+included, may have been rebound by the model's code): callers check it with `reply_text` and
+`reply_count`, and a `MalformedValue` ends that call with the reason, never the episode.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +27,27 @@ MAX_CALLS_PER_TURN = 8
 # that writes `while True` every turn must not cost max_turns x tool_timeout_s.
 GIVE_UP_AFTER_TIMEOUTS = 2
 INTERPRETER = Path(__file__).with_name("_interpreter.py")
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class MalformedValue(ValueError):
+    """A value from the sandbox that is not what the tool's protocol says (a list where text was
+    due, a count that is not a whole number...)."""
+
+
+def reply_text(value: Any, limit: int, what: str, *, keep_end: bool = False) -> str:
+    """`value` as text of at most `limit` characters (its start, or its end): it must be an exact
+    str (JSON gives no subclass); lone surrogates become U+FFFD so the text can be encoded."""
+    if type(value) is not str:
+        raise MalformedValue(f"{what} came back as {type(value).__name__}, not text")
+    return SURROGATE.sub("\ufffd", value[-limit:] if keep_end and limit else value[:limit])
+
+
+def reply_count(value: Any, what: str) -> int:
+    """A count of characters: a whole number >= 0 (not a bool), capped at 10**12."""
+    if type(value) is not int or value < 0:
+        raise MalformedValue(f"{what} came back as {type(value).__name__}, not a count")
+    return min(value, 10**12)
 
 
 def sandbox_limits(limits: EpisodeLimits) -> Limits:
