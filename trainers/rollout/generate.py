@@ -10,6 +10,7 @@ thread from creation to `close` (a sandbox worker is bound to the thread that st
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,7 +21,9 @@ from trainers.episodes import Episode, Message, Turn
 from trainers.rewards.rubric import Rubric
 from trainers.rewards.sample import RubricResult, Sample
 from trainers.rollout.engines.base import Generation, RolloutEngine, SamplingParams
-from trainers.rollout.environments.base import ENVIRONMENTS, Environment, EpisodeLimits, StepResult
+from trainers.rollout.environments import bounds
+from trainers.rollout.environments.base import Environment, EpisodeLimits, StepResult
+from trainers.rollout.environments.kinds import ENVIRONMENTS  # importing the package registers the built-in kinds
 from trainers.rollout.turn_tokens import observation_token_ids
 from trainers.spec import EnvironmentSpec
 
@@ -170,6 +173,7 @@ class _MultiTurn:
         self.timings = timings
         self.concurrent = concurrent_steps
         self.env_class = ENVIRONMENTS.get(spec.kind)
+        self.max_context = model_max_length(tokenizer)
 
     def run(self, prompts: list[Prompt], sizes: list[int]) -> list[list[Episode]]:
         repeated = [p for p, size in zip(prompts, sizes, strict=True) for _ in range(size)]
@@ -200,14 +204,19 @@ class _MultiTurn:
 
     def _reset(self, item: _Live, prompt: Prompt) -> None:
         item.env = self.env_class.create(self.spec.params, self.limits)
-        start = item.env.reset({**prompt.row.fields, "messages": item.episode.messages})
-        item.stops = list(item.env.stop_strings())
+        start = bounds.start(item.env.reset({**prompt.row.fields, "messages": item.episode.messages}))
+        item.stops = [bounds.short(s, bounds.MAX_NAME_CHARS, "a stop string") for s in item.env.stop_strings()][:16]
         item.state = start.state
         item.episode.fields.update(start.fields)
-        if start.messages != item.episode.messages:  # the environment wrote its own first messages
-
+        # The context a turn starts from leaves the model room for at least one token, and an
+        # environment's own first messages keep to the prompt limit (the end kept, as `render_prompt` cuts).
+        cap = (self.max_context or sys.maxsize) - 1
+        if start.messages != bounds.start_messages(item.episode.messages):  # the environment wrote its own
             item.episode.messages = list(start.messages)
             item.episode.prompt_ids = encode_chat(self.tokenizer, start.messages)[1]
+            cap = min(cap, prompt.max_tokens or sys.maxsize)
+        if len(item.episode.prompt_ids) > cap:
+            item.episode.prompt_ids = item.episode.prompt_ids[-cap:]
 
     def _close(self, item: _Live) -> Future:
         item.ended = item.closed = True
@@ -223,6 +232,8 @@ class _MultiTurn:
         by_allowance: dict[int, list[_Live]] = {}
         for item in active:
             left = self.limits.max_episode_tokens - len(item.episode.completion_ids)
+            if self.max_context is not None:
+                left = min(left, self.max_context - len(item.episode.prompt_ids) - len(item.episode.completion_ids))
             by_allowance.setdefault(min(self.limits.max_turn_tokens, left), []).append(item)
         t0 = time.perf_counter()
         for allowance, items in by_allowance.items():
@@ -247,18 +258,23 @@ class _MultiTurn:
         self.timings["tool"] = self.timings.get("tool", 0.0) + time.perf_counter() - t0
 
     def _wait_all(self, futures: list[tuple[_Live, Future]], then=None) -> None:
-        """Wait for each; an environment that raised ends its episode with the error (the rest go on)."""
+        """Wait for each; an environment that raised, or returned what cannot be used (the wrong
+        type, a value out of bounds), ends its episode with the error (the rest go on)."""
         for item, future in futures:
             exc = future.exception()
+            if exc is None and then is not None:
+                try:
+                    then(item, future.result())
+                except Exception as error:  # noqa: BLE001 - what one environment returned: that episode's error
+                    exc = error
             if exc is not None:
                 item.episode.end_reason = "error"
-                item.episode.error = f"{type(exc).__name__}: {exc}"
+                item.episode.error = bounds.short(f"{type(exc).__name__}: {exc}", bounds.MAX_ERROR_CHARS)
                 item.ended = True
-            elif then is not None:
-                then(item, future.result())
 
     def _after_step(self, item: _Live, result: StepResult) -> None:
         """Record what the environment said about the turn, then end the episode or append the observation."""
+        result = bounds.step_result(result, self.limits)
         episode, turn = item.episode, item.episode.turns[-1]
         turn.observation = list(result.observation)
         turn.reward, turn.reason, turn.answered = result.reward, result.reason, result.answered
@@ -269,7 +285,10 @@ class _MultiTurn:
             delta = observation_token_ids(
                 self.tokenizer, turn.observation, turn.token_ids[-1] if turn.token_ids else None
             )
-            if len(episode.completion_ids) + len(delta) >= self.limits.max_episode_tokens:
+            used = len(episode.completion_ids) + len(delta)
+            if used >= self.limits.max_episode_tokens or (
+                self.max_context is not None and len(episode.prompt_ids) + used >= self.max_context
+            ):
                 end = "token_budget"  # no room left to sample after the observation
             else:
                 turn.observation_ids = delta
@@ -285,6 +304,13 @@ class _MultiTurn:
         if len(episode.turns) >= self.limits.max_turns:
             return "turn_limit"
         return None
+
+
+def model_max_length(tokenizer) -> int | None:
+    """The most tokens the model reads (its tokenizer's `model_max_length`), None when unset (a
+    tokenizer without one reports a huge sentinel)."""
+    value = getattr(tokenizer, "model_max_length", None)
+    return value if isinstance(value, int) and 0 < value < 10**7 else None
 
 
 def _done_future() -> Future:

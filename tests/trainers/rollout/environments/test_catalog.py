@@ -2,6 +2,10 @@
 each with the same parameters model, and a tool's function names read from its settings are the
 names its schemas offer."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from pydantic import BaseModel
 
@@ -10,6 +14,7 @@ from trainers.rollout.environments.catalog import ENVIRONMENT_KINDS, TOOL_KINDS
 from trainers.rollout.environments.kinds import ENVIRONMENTS
 from trainers.rollout.environments.tools import TOOLS
 
+ROOT = Path(__file__).resolve().parents[4]
 BUILT_IN = ["lookup", "guess_number", "python", "tools"]
 FUNCTIONS = 'def add(a: int, b: int) -> int:\n    """Add.\n\n    Args:\n        a: one\n        b: two\n    """\n    return a + b\n'
 SETTINGS = {"calculator": {}, "python": {}, "functions": {"code": FUNCTIONS}, "search": {"dataset": "docs.jsonl"}}
@@ -50,3 +55,10 @@ def test_a_kind_registered_outside_the_catalogue_enters_it_and_a_built_in_name_c
     assert ENVIRONMENT_KINDS.get("test-catalogue-plugin").description == "A plugin's environment."
     with pytest.raises(ValueError, match="not the catalogue's"):
         ENVIRONMENTS.register("lookup")(Plugin)
+
+
+def test_the_run_path_alone_registers_the_built_in_kinds():
+    # A worker imports the loop, never the kinds package by name: the kinds must still be there.
+    code = "from trainers.run.loop import train; from trainers.rollout.environments.base import ENVIRONMENTS; print(ENVIRONMENTS.names())"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[0] == repr(BUILT_IN)

@@ -64,11 +64,9 @@ LOOKUP_INSTRUCTIONS = (
 NEXT_BOX = 'look in box "{box}"'
 
 
-
 def lookup_call(box: str) -> str:
     """The well-formed turn that opens `box` (for prompts, demos and warm-up transcripts)."""
     return f'<tool_call>{{"name": "{LOOKUP_TOOL}", "arguments": {{"box": "{box}"}}}}</tool_call>'
-
 
 
 @ENVIRONMENTS.register("lookup")
@@ -129,7 +127,7 @@ class Lookup(Environment):
         """Fills in `call.result` (or `call.error`); returns 1 when it opened a chain box for the first time."""
         box = call.arguments.get("box")
         if call.error is None and call.name != LOOKUP_TOOL:
-            call.error = f"unknown tool {call.name!r}; the only tool is {LOOKUP_TOOL!r}"
+            call.error = f"unknown tool {call.name[:40]!r}; the only tool is {LOOKUP_TOOL!r}"
         elif call.error is None and not isinstance(box, str):
             call.error = f'{LOOKUP_TOOL!r} needs a "box" argument naming the box'
         elif call.error is None and box not in self.boxes:
@@ -146,7 +144,7 @@ class Lookup(Environment):
 # ------------------------------------------------------------------ guess_number
 
 _INTEGER = re.compile(r"-?\d+")
-
+MAX_GUESS_DIGITS = 30
 
 
 @ENVIRONMENTS.register("guess_number")
@@ -181,6 +179,11 @@ class GuessNumber(Environment):
         if not found:
             reply = f"Reply with a whole number from 1 to {self.high}."
             return StepResult(observation=[_user(reply)], reason="no number in the turn", state=self._state())
+        if len(found[-1].lstrip("-")) > MAX_GUESS_DIGITS:  # int() of thousands of digits raises (and is slow)
+            reply = f"{found[-1][:12]}... is not a number from 1 to {self.high}."
+            return StepResult(
+                observation=[_user(reply)], reason=f"a guess of {len(found[-1])} digits", state=self._state()
+            )
         guess = int(found[-1])
         reward = self.params.closeness_reward * max(0.0, 1 - abs(guess - self.number) / self.high)
         if guess == self.number:

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 from typing import Any
 
 from trainers.episodes import Message, ToolCall
+from trainers.rollout.environments import bounds
 from trainers.rollout.environments.base import ENVIRONMENTS, Environment, EnvironmentStart, EpisodeLimits, StepResult
 from trainers.rollout.environments.catalog import TOOLS_PLACEHOLDER, ToolsParams
 from trainers.rollout.environments.tool_calls import parse_tool_calls
@@ -32,13 +32,12 @@ from trainers.rollout.environments.tools.sandboxed import MAX_CALLS_PER_TURN
 PYTHON_FENCE_NOTE = "To run Python code, you may also write it in a ```python fenced block: the python tool runs it."
 
 
-
 def clip(text: str, limit: int, more: int = 0) -> tuple[str, bool]:
     """`text` cut to `limit` characters, with a note saying how many more there were."""
-    more += max(len(text) - limit, 0)
+    more = max(more, 0) + max(len(text) - limit, 0)
     if not more:
-        return text, False
-    return f"{text[:limit]}\n[truncated: {more} more characters]", True
+        return bounds.clean(text), False
+    return f"{bounds.clean(text[:limit])}\n[truncated: {more} more characters]", True
 
 
 @ENVIRONMENTS.register("tools")
@@ -88,8 +87,11 @@ class ToolsEnvironment(Environment):
 
     def final(self, text: str) -> StepResult:
         if self.params.answer == "answer_tag":
-            tag = re.escape(self.params.answer_tag)
-            if not re.search(rf"<{tag}>.*?</{tag}>", text, re.DOTALL):
+            # Linear: an opening tag with a closing one after it (a regex's lazy `.*?` rescans the
+            # rest of the turn from every opening tag: quadratic on a turn of repeated tags).
+            tag = self.params.answer_tag
+            opened = text.find(f"<{tag}>")
+            if opened < 0 or text.find(f"</{tag}>", opened + len(tag) + 2) < 0:
                 return StepResult(
                     done=True, reason=f"no tool call and no <{self.params.answer_tag}>", state=self.state()
                 )
@@ -114,12 +116,17 @@ class ToolsEnvironment(Environment):
                 call.error = f"the tool failed: {type(exc).__name__}: {exc}"
                 out = f"error: {call.error}"
         text, more = (out.text, out.more) if isinstance(out, Clipped) else (out, 0)
-        call.result, call.truncated = clip(text, self.limits.max_observation_chars, more)
+        if not isinstance(text, str) or not isinstance(more, int):  # a tool's bug: what it gave is not read
+            call.error = f"the tool failed: it returned a {type(text).__name__}, not text"
+            text, more = f"error: {call.error}", 0
+        call.result, call.truncated = clip(
+            bounds.plain(text, "the tool's result"), self.limits.max_observation_chars, more
+        )
         call.seconds = time.monotonic() - started
 
     def state(self) -> str:
         encoded = json.dumps(self.history, sort_keys=True, ensure_ascii=False, default=str)
-        return hashlib.sha256(encoded.encode()).hexdigest()[:16]
+        return hashlib.sha256(encoded.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
     def close(self) -> None:
         for tool in self.tools:
