@@ -24,7 +24,9 @@ from celery import shared_task
 from django.conf import settings
 from django.db import connection
 
+from studio.accounts.models import Team
 from studio.celery import SCORING_STATE, TRYING_STATE
+from studio.experiments import paths
 from studio.runs import lifecycle
 from studio.runs.models import CANCELLED, FAILED, SUCCEEDED, Run
 from workers.reporting import CancelCheck, DatabaseReporter
@@ -43,12 +45,18 @@ def run_eval(run_id: int) -> str:
 
 
 @shared_task(name="workers.score_rubric", bind=True)
-def score_rubric(self, rubric_spec: dict[str, Any], pairs: list[dict[str, Any]]) -> dict[str, Any]:
+def score_rubric(self, rubric_spec: dict[str, Any], pairs: list[dict[str, Any]],
+                 team_id: int | None = None) -> dict[str, Any]:  # fmt: skip
     """{"results": [{reward, passed, error, scores: {name: {score, explanation, error}}}]} or {"error": "..."}.
 
     While it scores, the task's state is SCORING with {"running": [criterion names], "pairs": n}, so
-    a caller that gives up waiting can say which criterion was still running (not "no worker")."""
+    a caller that gives up waiting can say which criterion was still running (not "no worker").
+    A judge's model path and endpoint are checked for the team (`team_id`) first, by the path policy."""
     from trainers.rewards.rubric import score_pairs
+
+    refused = paths.rubric_errors(rubric_spec, _team(team_id))
+    if refused:
+        return {"error": "; ".join(f"{k}: {v}" for k, v in refused.items())}
 
     def progress(running: list[str]) -> None:
         if self.request.id:  # None when called directly, not through a worker
@@ -75,7 +83,7 @@ def score_rubric(self, rubric_spec: dict[str, Any], pairs: list[dict[str, Any]])
 
 @shared_task(name="workers.try_environment", bind=True)
 def try_environment(self, config: dict[str, Any], model: dict[str, Any], rows: list[dict[str, Any]],
-                    episodes: int) -> dict[str, Any]:  # fmt: skip
+                    episodes: int, team_id: int | None = None) -> dict[str, Any]:  # fmt: skip
     """{"episodes": [[{messages, turns, end_reason, error, final_text}]]} or {"error": "..."}.
 
     While it works, the task's state is TRYING with {"stage": "loading the model" | "running episodes"},
@@ -86,6 +94,15 @@ def try_environment(self, config: dict[str, Any], model: dict[str, Any], rows: l
         if self.request.id:  # None when called directly, not through a worker
             self.update_state(state=TRYING_STATE, meta={"stage": stage})
 
+    # The paths again, for the team: the files may have changed since the studio checked them.
+    team = _team(team_id)
+    refused = paths.environment_errors(config, team)
+    for key in ("model_path", "checkpoint"):
+        error = paths.model_path_error(model[key], team) if model.get(key) else None
+        if error:
+            refused[key] = error
+    if refused:
+        return {"error": "; ".join(f"{k}: {v}" for k, v in refused.items())}
     try:
         return try_episodes(config, model, rows, episodes, progress)
     except (ValueError, OSError) as exc:  # a bad config, model folder (ModelFolderError) or row: the page shows it
@@ -107,6 +124,11 @@ def check_dataset(dataset_id: int, generation: int) -> str:
             return checks.SUPERSEDED
         reason = f"the check failed on the worker ({type(exc).__name__}: {exc}); save the mapping to check again"
         return checks.refuse(dataset, generation, reason, keep_file=True)
+
+
+def _team(team_id: Any):
+    """The team a try is for; None (only what any team may read) when not given."""
+    return Team.objects.filter(pk=team_id).first() if isinstance(team_id, int) else None
 
 
 def _hostname(task) -> str:
@@ -138,6 +160,8 @@ def execute_run(run_id: int, worker: str) -> str:
     stop_beat = _start_heartbeat(run_id)
     reported = False  # True while train/evaluate run: they put their own failure's traceback in the log
     try:
+        # The path policy again, right before the run reads anything: files may have changed since launch.
+        paths.refuse(paths.policy_errors(run.spec, run.team))
         spec = run_spec(run)
         reported = True
         if run.kind == "eval":

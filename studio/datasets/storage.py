@@ -57,26 +57,36 @@ def inside(path: Path, folder: Path) -> bool:
 
 
 def server_path(raw: str) -> Path:
-    """A server-side path the studio may read: it must exist and lie under STUDIO_DATASET_ROOTS.
+    """A server-side path the studio may read: it must exist and lie under STUDIO_DATASET_ROOTS,
+    and so must every file inside it, each where it really lies (symbolic links followed): the
+    path policy's rule for data (studio.experiments.paths, trainers.access).
 
     The studio's own data folder (STUDIO_DATA_DIR) is refused, but for its demo folder: it holds
     the secret key, the database, the first login and every team's uploads and run outputs, and the
     default roots include it (it sits inside the repository). A folder holding it is refused too,
     since a Hugging Face folder is read recursively.
     """
-    path = Path(raw).expanduser().resolve()
-    if not any(inside(path, root) for root in settings.DATASET_ROOTS):
-        roots = ", ".join(str(r) for r in settings.DATASET_ROOTS)
-        raise DatasetFileError(f"{path}: outside the folders datasets may be registered from ({roots})")
-    data_dir = Path(settings.DATA_DIR).resolve()
-    if (inside(path, data_dir) and not inside(path, demo_dir())) or path in data_dir.parents:
-        raise DatasetFileError(
-            f"{path}: inside the studio's data folder ({data_dir}), which holds its secrets and every team's "
-            "files; upload the file instead, or register it from another folder"
-        )
-    if not path.exists():
-        raise DatasetFileError(f"{path}: no such file or folder")
-    return path
+    return _checked(raw, None)
+
+
+def readable(dataset: Dataset) -> Path:
+    """The dataset's file or folder, checked again by the path policy before it is read (a preview,
+    a check): files under a registered folder may have changed since. DatasetFileError if refused.
+    An upload is the studio's own file in its own folder."""
+    if dataset.source == "upload":
+        return Path(dataset.path)
+    return _checked(dataset.path, dataset.team if dataset.team_id else None)
+
+
+def _checked(raw: str, team) -> Path:
+    # paths builds the team's policy from its runs and datasets, and itself reads this module's helpers
+    from studio.experiments.paths import policy_for
+    from trainers.access import DATA, Refused
+
+    try:
+        return policy_for(team).check(raw, DATA)
+    except Refused as exc:
+        raise DatasetFileError(str(exc)) from None
 
 
 def guess_format(path: Path, fmt: str | None) -> str:
@@ -97,7 +107,7 @@ def inspect(dataset: Dataset, **bounds: Any) -> Inspection:
     """Stream the dataset's file with its mapping: columns, row count, mapping errors (naming row and
     field) and prompt lengths; `bounds` (max_rows, max_chars, progress) as inspect_dataset takes them."""
     return inspect_dataset(
-        Path(dataset.path), dataset.format, split=dataset.split, prompt_field=dataset.prompt_field or None,
+        readable(dataset), dataset.format, split=dataset.split, prompt_field=dataset.prompt_field or None,
         messages_field=dataset.messages_field or None, answer_field=dataset.answer_field or None,
         extra_fields=dataset.extra_fields, long_prompt_chars=settings.LONG_PROMPT_CHARS, **bounds,
     )  # fmt: skip

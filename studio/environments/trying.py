@@ -48,12 +48,16 @@ def config_to_try(saved: dict[str, Any] | None, unsaved: Any, may_edit: bool) ->
 
 def model_to_try(team, model_path: str = "", checkpoint_id: int | None = None) -> dict[str, str | None]:
     """{"model_path", "checkpoint"} for the worker: a model the team may load, or one of its runs'
-    checkpoints (on top of that run's model); TryError naming the field otherwise."""
+    checkpoints (on top of that run's model); TryError naming the field otherwise. The worker checks
+    the paths again for the team (workers.tasks.try_environment) before it reads them."""
     if checkpoint_id:
         checkpoint = Checkpoint.objects.filter(pk=checkpoint_id, run__team=team).select_related("run").first()
         if checkpoint is None:
             raise TryError({"checkpoint": "no such checkpoint in this team"})
         base = (checkpoint.run.spec.get("model") or {}).get("path") or ""
+        error = paths.model_path_error(checkpoint.path, team) or paths.model_path_error(base, team)
+        if error:
+            raise TryError({"checkpoint": error})
         return {"model_path": base, "checkpoint": checkpoint.path}
     if not model_path:
         raise TryError({"model": "give a model path or a checkpoint"})
@@ -76,15 +80,20 @@ def check_rows(rows: Any) -> list[dict[str, Any]]:
 
 
 def try_environment(config: dict[str, Any], model: dict[str, str | None], rows: list[dict[str, Any]],
-                    episodes: int = 2, timeout_s: float | None = None) -> dict[str, Any]:  # fmt: skip
+                    episodes: int = 2, timeout_s: float | None = None, team=None) -> dict[str, Any]:  # fmt: skip
     """Send workers.try_environment and wait: {"episodes": [[episode dict]]} (per row, per sample).
-    TryError 504 when no answer comes in time, saying why as far as the studio can tell."""
+    TryError 504 when no answer comes in time, saying why as far as the studio can tell. The paths the
+    config names are checked for `team` here and on the worker (None: only what any team may read)."""
     config = validate_environment(config)
     rows = check_rows(rows)
+    errors = paths.environment_errors(config, team)
+    if errors:
+        raise TryError({f"config.{k}": v for k, v in errors.items()})
     if not 1 <= int(episodes) <= MAX_EPISODES:
         raise TryError({"episodes": f"between 1 and {MAX_EPISODES} per row"})
     timeout_s = settings.ENVIRONMENT_TRY_TIMEOUT_S if timeout_s is None else timeout_s
-    result = celery_app.send_task(TRY_ENVIRONMENT_TASK, args=[config, model, rows, int(episodes)])
+    result = celery_app.send_task(TRY_ENVIRONMENT_TASK, args=[config, model, rows, int(episodes)],
+                                  kwargs={"team_id": team.pk if team else None})  # fmt: skip
     try:
         answer = result.get(timeout=timeout_s, propagate=True, disable_sync_subtasks=False)
     except CeleryTimeout:

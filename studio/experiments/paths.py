@@ -1,16 +1,20 @@
-"""Which files a team's run may read: the paths in a RunSpec, checked for the team.
+"""Which files a team's run may read, and where it may send weights and prompts: the studio's side
+of the one policy (trainers.access), built from the settings and the team's own files.
 
-A RunSpec names files the worker opens, and experiment settings and launch or clone
-overrides can set them directly, so every spec validated for a team passes here:
+Every path and endpoint a RunSpec, an environment or a rubric names (trainers.access.named finds
+them: data.path, validation.path, model.path, model.ref_path, checkpoint.resume_from,
+eval.checkpoint, a local judge model, a search tool's documents, a vLLM server or judge URL) is
+checked for the team when it is saved or launched, and again by the worker before the run reads
+anything (`policy_errors`):
 
-- data.path (and validation.path, a held-out dataset) must be one of the team's datasets, or a
-  path a dataset could be registered from (studio.datasets.storage.server_path); data.split
-  (validation.split) must be a name, not a path;
-- a model or checkpoint path (model.path, model.ref_path, checkpoint.resume_from,
-  eval.checkpoint, a local judge model) that lies inside STUDIO_DATA_DIR must lie in the
-  output folder of one of the team's runs (DATA_DIR/runs/<id>, where workers write
-  checkpoints) or in the demo folder. Paths outside it (a server admin's model folder,
-  a hub id like "Qwen/Qwen2.5-0.5B") stay allowed.
+- data (rows a preview or a tool result can show) must lie under STUDIO_DATASET_ROOTS, or be one
+  of the team's datasets (its uploads live in the data folder);
+- nothing may lie inside STUDIO_DATA_DIR but the demo folder, the team's uploads (as data) and the
+  output folders of the team's runs (DATA_DIR/runs/<id>, as models and checkpoints); model
+  folders outside it (a server admin's, a hub id like "Qwen/Qwen2.5-0.5B") stay allowed;
+- every file inside a named folder is judged by where it really lies (symbolic links followed);
+- endpoints must be on STUDIO_ALLOWED_ENDPOINTS;
+- data.split (validation.split) must be a name, not a path.
 
 checkpoint.output_dir is not checked: the worker replaces it with DATA_DIR/runs/<run id>.
 
@@ -29,14 +33,15 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from pydantic import BaseModel, ValidationError
 
 from studio.datasets import storage
-from studio.datasets.files import DatasetFileError
 from studio.datasets.models import Dataset
 from studio.experiments.specs import SpecError, validate
 from studio.fleet.models import WorkerNode
 from studio.runs.models import Run
-from trainers.spec import looks_local, model_folder_error
+from trainers.access import DATA, ENDPOINT, MODEL, Named, PathPolicy, endpoint_error, named
+from trainers.spec import EnvironmentSpec, RubricSpec, RunSpec, looks_local, model_folder_error
 
 RUNS_FOLDER = "runs"  # DATA_DIR/runs/<run id>: see workers.tasks.run_spec
 MODEL_FIELDS = ("model.path", "model.ref_path", "checkpoint.resume_from", "eval.checkpoint")
@@ -54,75 +59,139 @@ def validate_for_team(config: dict[str, Any], team) -> dict[str, Any]:
 
 
 def check(spec: dict[str, Any], team) -> None:
-    """Raise SpecError naming each path of a validated spec the team may not read (a few queries)."""
-    errors = {f"data.{k}": v for k, v in _dataset_errors(spec.get("data") or {}, team).items()}
-    validation = spec.get("validation") or {}  # a held-out dataset is read like the training data
-    if validation.get("path"):
-        errors.update({f"validation.{k}": v for k, v in _dataset_errors(validation, team).items()})
+    """Raise SpecError naming each path or endpoint of a validated spec the team may not use (a few queries)."""
+    errors = policy_errors(spec, team)
+    for section in ("data", "validation"):
+        split = str((spec.get(section) or {}).get("split") or "")
+        if spec.get(section) and not storage.is_split_name(split):
+            errors.setdefault(f"{section}.split", f"{split!r}: a split is a name (like 'train'), not a path")
     for field in MODEL_FIELDS:
         section, key = field.split(".")
         value = (spec.get(section) or {}).get(key)
-        if value and value not in KEYWORDS.get(field, ()):
-            error = model_path_error(value, team) or missing_folder_error(value, field in CHECKPOINT_FIELDS)
+        if value and value not in KEYWORDS.get(field, ()) and field not in errors:
+            error = missing_folder_error(value, field in CHECKPOINT_FIELDS)
             if error:
                 errors[field] = error
-    errors.update({f"rubric.{k}": v for k, v in rubric_errors(spec.get("rubric") or {}, team).items()})
     if errors:
         raise SpecError(errors)
 
 
-def _dataset_errors(section: dict[str, Any], team) -> dict[str, str]:
-    """{"path" | "split": why} for a data section's file the team may not read, or a split that is a path."""
-    errors = {}
-    # No path: the prompts are generated (data.procedural), there is no file to read.
-    path_error = _data_error(str(section["path"]), team) if section.get("path") is not None else None
-    if path_error:
-        errors["path"] = path_error
-    split = str(section.get("split") or "")
-    if not storage.is_split_name(split):
-        errors["split"] = f"{split!r}: a split is a name (like 'train'), not a path"
-    return errors
+def refuse(errors: dict[str, str], what: str = "the run's settings") -> None:
+    """SpecError saying the policy refused `errors` ({field: why}), for a worker that checks before it reads."""
+    if errors:
+        raise SpecError({k: f"{v} (refused by the worker before reading {what})" for k, v in errors.items()})
+
+
+def policy_errors(spec: dict[str, Any], team) -> dict[str, str]:
+    """{field: why} for every path and endpoint a RunSpec dict names that the policy refuses the team:
+    what the studio checks on launch and the worker again before the run reads anything."""
+    return named_errors(_section(RunSpec, spec), team)
+
+
+def environment_errors(config: dict[str, Any], team) -> dict[str, str]:
+    """{"params.tools.0.params.dataset": why, ...} for an environment config's paths the team may not read."""
+    return named_errors(_section(EnvironmentSpec, config), team)
 
 
 def rubric_errors(rubric: dict[str, Any], team) -> dict[str, str]:
-    """{"criteria.<i>.params.model": why} for local judge models the team may not load."""
-    errors = {}
-    for i, criterion in enumerate(rubric.get("criteria") or []):
-        params = criterion.get("params") or {}
-        if criterion.get("kind") == "llm_judge" and params.get("backend") == "local" and params.get("model"):
-            error = model_path_error(params["model"], team)
-            if error:
-                errors[f"criteria.{i}.params.model"] = error
+    """{"criteria.<i>.params.model" | "...base_url": why} for judge models and endpoints the team may not use."""
+    return named_errors(_section(RubricSpec, rubric), team)
+
+
+def named_errors(section: BaseModel | None, team) -> dict[str, str]:
+    if section is None:
+        return {}
+    policy, errors = policy_for(team), {}
+    for item in named(section):
+        error = target_error(item, policy)
+        if error:
+            errors[item.field] = error
     return errors
 
 
-def _data_error(raw: str, team) -> str | None:
-    resolved = _candidates(raw)
-    if resolved is None:
-        return f"{raw!r}: not a valid path"
-    if Dataset.objects.filter(team=team, path__in=[raw, *map(str, resolved)]).exists():
-        return None
+def target_error(item: Named, policy: PathPolicy) -> str | None:
+    if item.kind == ENDPOINT:
+        return endpoint_error(item.value, settings.ALLOWED_ENDPOINTS)
+    if item.kind == DATA:
+        error = policy.error(item.value, DATA)
+        return f"not one of this team's datasets, and {error}" if error else None
+    return _model_error(item.value, policy)
+
+
+def _section(model: type[BaseModel], value: Any) -> BaseModel | None:
+    """The settings as their model; None when they do not validate (the schema's errors say why)."""
     try:
-        storage.server_path(raw)
-    except DatasetFileError as exc:
-        return f"not one of this team's datasets, and {exc}"
-    return None
+        return model.model_validate(value) if isinstance(value, dict) else None
+    except (ValidationError, ValueError):
+        return None
+
+
+def policy_for(team=None) -> PathPolicy:
+    """The path policy for `team` (None: no team's own files, only the demo folder inside the data folder)."""
+    data_dir = Path(settings.DATA_DIR).resolve()
+    why = (
+        f"the studio's data folder ({data_dir}), which holds its secrets and every team's files; from there a run "
+        f"may read only this team's uploaded datasets, the checkpoints of its runs ({data_dir / RUNS_FOLDER}/<run id>) "
+        "and the demo folder"
+    )
+    return PathPolicy(roots=tuple(Path(r) for r in settings.DATASET_ROOTS), forbidden={data_dir: why},
+                      allowed_inside=_TeamFiles(team, data_dir))  # fmt: skip
+
+
+class _TeamFiles:
+    """Whether a path inside the data folder is the demo's or this team's own: its uploads (as data)
+    or its runs' outputs (as models); the team's rows are read once, when first needed."""
+
+    def __init__(self, team, data_dir: Path) -> None:
+        self.team, self.data_dir = team, data_dir
+        self._runs: set[int] | None = None
+        self._uploads: list[Path] | None = None
+
+    def __call__(self, path: Path, kind: str) -> bool:
+        if storage.inside(path, storage.demo_dir()):
+            return True
+        if self.team is None:
+            return False
+        if kind == DATA:
+            return any(storage.inside(path, upload) for upload in self.uploads())
+        parts = path.relative_to(self.data_dir).parts
+        return len(parts) >= 2 and parts[0] == RUNS_FOLDER and parts[1].isdigit() and int(parts[1]) in self.runs()
+
+    def runs(self) -> set[int]:
+        if self._runs is None:
+            self._runs = set(Run.objects.filter(team=self.team).values_list("pk", flat=True))
+        return self._runs
+
+    def uploads(self) -> list[Path]:
+        if self._uploads is None:
+            paths = Dataset.objects.filter(team=self.team).values_list("path", flat=True)
+            resolved = (_resolved(p) for p in paths if p)
+            self._uploads = [p for p in resolved if p is not None and storage.inside(p, self.data_dir)]
+        return self._uploads
+
+
+def _resolved(raw: str) -> Path | None:
+    try:
+        return Path(raw).resolve()
+    except (ValueError, OSError, RuntimeError):
+        return None
 
 
 def model_path_error(raw: str, team) -> str | None:
     """Why the team may not load a model or checkpoint from `raw`, or None when it may."""
-    resolved = _candidates(raw)
-    if resolved is None:
-        return f"{raw!r}: not a valid path"
-    data_dir = Path(settings.DATA_DIR).resolve()
-    for path in resolved:
-        if not storage.inside(path, data_dir) or storage.inside(path, storage.demo_dir()):
-            continue
-        if not _in_team_run_folder(path.relative_to(data_dir), team):
-            return (
-                f"{raw}: inside the studio's data folder ({data_dir}); from there a run may read only the "
-                f"checkpoints of this team's runs ({data_dir / RUNS_FOLDER}/<run id>) and the demo folder"
-            )
+    return _model_error(raw, policy_for(team))
+
+
+def _model_error(raw: str, policy: PathPolicy) -> str | None:
+    """A hub id passes; a folder path is checked where a worker may read it (its working folder or
+    the repository: the web tier cannot know which), file by file."""
+    if not looks_local(raw):
+        return None
+    relative = not raw.startswith(("/", "~"))
+    for base in dict.fromkeys((Path.cwd(), Path(settings.BASE_DIR)) if relative else (Path.cwd(),)):
+        error = policy.error(raw, MODEL, base)
+        if error:
+            return error
     return None
 
 
@@ -163,10 +232,3 @@ def _candidates(raw: str) -> list[Path] | None:
         return [(Path.cwd() / path).resolve(), (Path(settings.BASE_DIR) / path).resolve()]
     except (ValueError, OSError, RuntimeError):  # a NUL byte, an unknown home folder
         return None
-
-
-def _in_team_run_folder(relative: Path, team) -> bool:
-    parts = relative.parts
-    if len(parts) < 2 or parts[0] != RUNS_FOLDER or not parts[1].isdigit():
-        return False
-    return Run.objects.filter(pk=int(parts[1]), team=team).exists()

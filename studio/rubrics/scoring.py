@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from studio.celery import SCORE_RUBRIC_TASK, SCORING_STATE
 from studio.celery import app as celery_app
+from studio.experiments import paths
 from studio.fleet.queues import task_queue, unanswered_reason
 from trainers.spec import RubricSpec, validation_errors
 
@@ -67,15 +68,21 @@ def _same_rubric(spec: Any, saved: dict[str, Any]) -> bool:
         return False
 
 
-def try_rubric(spec: dict[str, Any], pairs: list[dict[str, Any]], timeout_s: float | None = None) -> dict[str, Any]:
-    """Send workers.score_rubric and wait for its answer; TryError with 504 when no worker answers."""
+def try_rubric(spec: dict[str, Any], pairs: list[dict[str, Any]], timeout_s: float | None = None,
+               team=None) -> dict[str, Any]:  # fmt: skip
+    """Send workers.score_rubric and wait for its answer; TryError with 504 when no worker answers.
+    A judge's model path and endpoint are checked for `team` here and on the worker (the path
+    policy; None: only what any team may read)."""
     spec = validate_rubric(spec)
+    refused = paths.rubric_errors(spec, team)
+    if refused:
+        raise TryError({f"spec.{k}": v for k, v in refused.items()})
     if not isinstance(pairs, list) or not pairs:
         raise TryError({"pairs": "give at least one {prompt, completion} pair"})
     if len(pairs) > MAX_PAIRS:
         raise TryError({"pairs": f"at most {MAX_PAIRS} pairs at a time"})
     timeout_s = settings.RUBRIC_TRY_TIMEOUT_S if timeout_s is None else timeout_s
-    result = celery_app.send_task(SCORE_RUBRIC_TASK, args=[spec, pairs])
+    result = celery_app.send_task(SCORE_RUBRIC_TASK, args=[spec, pairs], kwargs={"team_id": team.pk if team else None})
     try:
         answer = result.get(timeout=timeout_s, propagate=True, disable_sync_subtasks=False)
     except CeleryTimeout:

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from trainers.access import ENDPOINT, MODEL, marks
 from trainers.registry import Registry
 from trainers.rewards.patterns import DEFAULT_TIMEOUT_S, compile_pattern, warnings_for
 
@@ -153,14 +154,22 @@ class LLMJudgeParams(Params):
     """A judge model grades the completion against a written rubric; a score is parsed from its reply."""
 
     backend: Literal["openai", "local"] = Field("openai", description="OpenAI-compatible HTTP endpoint or local model.")
-    base_url: str = Field("http://localhost:8000/v1", description="Endpoint (backend=openai).")
+    base_url: str = Field(
+        "http://localhost:8000/v1",
+        description="Endpoint (backend=openai); its host must be on the operator's list (the completions are sent there).",
+        json_schema_extra=marks(ENDPOINT, when={"backend": "openai"}),
+    )
     api_key_env: str = Field(
         "OPENAI_API_KEY",
         pattern=r"^[A-Z][A-Z0-9_]*API_KEY$",
         description="Environment variable holding the API key; its name must end in API_KEY, so a "
         "rubric cannot send the worker's other variables (database URL, secret key) to an endpoint.",
     )
-    model: str = Field(..., description="Model name (openai) or local path (local).")
+    model: str = Field(
+        ...,
+        description="Model name (openai) or local path (local).",
+        json_schema_extra=marks(MODEL, when={"backend": "local"}),
+    )
     rubric: str = Field(..., min_length=1, description="What the judge is told to look for.")
     score_min: float = Field(0.0, description="Lowest score the judge may give.")
     score_max: float = Field(10.0, description="Highest score the judge may give; normalised to [0, 1].")

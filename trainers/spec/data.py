@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from trainers.access import DATA, marks
 from trainers.data.procedural.catalog import TASKS
 from trainers.spec.base import Section, field_error
 
@@ -95,6 +96,7 @@ class DataSpec(Section):
         None,
         min_length=1,
         description="JSONL, CSV or Parquet file, or a local Hugging Face dataset folder; empty with procedural.",
+        json_schema_extra=marks(DATA),
     )
     procedural: ProceduralSpec | None = Field(
         None, description="Generate the prompts (with an adaptive difficulty) instead of reading a dataset."

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from trainers.access import MODEL, marks
 from trainers.spec.base import Section
 
 
@@ -62,7 +63,10 @@ def model_folder_error(path: str, *, adapters_ok: bool = False) -> str | None:
 class ModelSpec(Section):
     """The policy to train: where it loads from, its dtype, memory savers and LoRA."""
 
-    path: str = Field(..., min_length=1, description="Local folder or hub id of a causal LM (save_pretrained layout).")
+    path: str = Field(
+        ..., min_length=1, description="Local folder or hub id of a causal LM (save_pretrained layout).",
+        json_schema_extra=marks(MODEL),
+    )  # fmt: skip
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="Weights dtype for training; bfloat16 on recent GPUs."
     )
@@ -74,7 +78,9 @@ class ModelSpec(Section):
         "sampled differs from the one trained and the on-policy ratio is not 1.",
     )
     lora: LoraSpec | None = Field(None, description="Train LoRA adapters instead of all weights (peft).")
-    ref_path: str | None = Field(None, description="Reference model for KL; defaults to the initial policy.")
+    ref_path: str | None = Field(
+        None, description="Reference model for KL; defaults to the initial policy.", json_schema_extra=marks(MODEL)
+    )
 
     @field_validator("path", "ref_path")
     @classmethod

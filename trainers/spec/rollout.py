@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from trainers.access import ENDPOINT, marks
 from trainers.rollout.environments.catalog import environment_params
 from trainers.spec.base import Section, located
 
@@ -33,7 +34,12 @@ class RolloutSpec(Section):
     vllm_enforce_eager: bool = Field(
         False, description="vLLM: no graph compilation (torch.compile, CUDA graphs): starts in seconds, samples slower."
     )
-    vllm_server_url: str | None = Field(None, description="vLLM: use a separate server instead of colocating.")
+    vllm_server_url: str | None = Field(
+        None,
+        description="vLLM: use a separate server instead of colocating (its host must be on the operator's list of "
+        "endpoints: the policy's weights and the prompts are sent there).",
+        json_schema_extra=marks(ENDPOINT),
+    )
 
 
 class EnvironmentSpec(Section):
@@ -60,3 +66,7 @@ class EnvironmentSpec(Section):
         except ValidationError as exc:
             raise located(exc, "params") from None
         return self
+
+    def params_section(self) -> BaseModel:
+        """The params as the kind's model (trainers.access finds the paths they name)."""
+        return environment_params(self.kind).model_validate(self.params)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from trainers.rewards.catalog import params_model
 from trainers.rewards.formula import validate_formula
@@ -33,6 +33,10 @@ class CriterionSpec(Section):
         except ValidationError as exc:  # located under params.<name>, so forms show it beside that parameter
             raise located(exc, "params") from None
         return self
+
+    def params_section(self) -> BaseModel:
+        """The params as the kind's model (trainers.access finds the paths and endpoints they name)."""
+        return params_model(self.kind).model_validate(self.params)
 
 
 class RubricSpec(Section):

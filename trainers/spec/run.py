@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from trainers.access import DATA, MODEL, marks
 from trainers.spec.algorithm import AlgorithmSpec
 from trainers.spec.base import Section, error_at, field_error
 from trainers.spec.curriculum import CurriculumSpec, step_rollouts
@@ -22,7 +23,10 @@ class CheckpointSpec(Section):
     output_dir: str = Field("runs/out", description="Folder for checkpoints, metrics and rollouts.")
     every_n_steps: int = Field(0, ge=0, description="Save every N steps; 0 saves only at the end or on stop.")
     keep_last: int = Field(2, ge=1, description="Older checkpoints are deleted.")
-    resume_from: str | None = Field(None, description="Checkpoint folder to resume from ('latest' finds the newest).")
+    resume_from: str | None = Field(
+        None, description="Checkpoint folder to resume from ('latest' finds the newest).",
+        json_schema_extra=marks(MODEL, keywords=("latest",)),
+    )  # fmt: skip
     save_final: bool = Field(True, description="Save a checkpoint when the run ends or is stopped.")
 
 
@@ -31,7 +35,9 @@ class EvalSpec(Section):
 
     samples_per_prompt: int = Field(4, ge=1, le=1024, description="k samples per prompt (pass@k).")
     num_prompts: int | None = Field(None, ge=1, description="Evaluate only the first N prompts.")
-    checkpoint: str | None = Field(None, description="Checkpoint folder to evaluate instead of model.path.")
+    checkpoint: str | None = Field(
+        None, description="Checkpoint folder to evaluate instead of model.path.", json_schema_extra=marks(MODEL)
+    )
 
 
 class ValidationSpec(Section):
@@ -43,6 +49,7 @@ class ValidationSpec(Section):
         None,
         description="Held-out dataset: JSONL, CSV or Parquet file, or a local Hugging Face dataset folder. "
         "Empty: hold out a fraction of the training data instead.",
+        json_schema_extra=marks(DATA),
     )
     format: Literal["auto", "jsonl", "csv", "parquet", "hf"] = Field("auto", description="auto: from the extension.")
     split: str = Field("validation", description="Split to use when the held-out dataset is a folder with several.")

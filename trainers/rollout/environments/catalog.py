@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from trainers.access import DATA, marks
 from trainers.data.procedural.multi_turn import GUESS_HARDEST, LOOKUP_HARDEST
 from trainers.registry import Registry
 from trainers.rollout.environments.signatures import parse_source, schema_of, top_level_functions
@@ -52,7 +53,11 @@ class SearchParams(ToolParams):
 
     offers = "search"
 
-    dataset: str = Field(..., description="Path of the document collection.")
+    dataset: str = Field(
+        ...,
+        description="Path of the document collection: a file or folder under the folders data may be read from.",
+        json_schema_extra=marks(DATA),
+    )
     format: str = Field("auto", description="Dataset format, as for training data.")
     text_field: str = Field("text", description="Field holding each document's text.")
     title_field: str = Field("title", description="Field holding its title ('' for none).")
@@ -144,6 +149,10 @@ class ToolChoice(BaseModel):
 
     def function_names(self) -> list[str]:
         return TOOL_KINDS.get(self.kind).model_validate(self.params).function_names()
+
+    def params_section(self) -> ToolParams:
+        """The params as the kind's model (trainers.access finds the paths they name)."""
+        return TOOL_KINDS.get(self.kind).model_validate(self.params)
 
 
 class ToolsParams(BaseModel):
