@@ -11,6 +11,7 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 from studio.lib.env import envbool, envfloat, envint, envlist, envstr
@@ -67,7 +68,25 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
 ]
+
+# Content-Security-Policy (django-csp): pages run only the studio's own script files (no inline
+# script or handler, no eval, nothing from another origin: plotly.js is served by the studio too)
+# and talk only to the studio (its API and websockets). Styles may be inline: plotly.js sets them.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:", "blob:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 ROOT_URLCONF = "studio.urls"
 ASGI_APPLICATION = "studio.asgi.application"
@@ -154,6 +173,10 @@ if MAX_UPLOAD_MB < 1:
 LONG_PROMPT_CHARS = envint("STUDIO_LONG_PROMPT_CHARS", 32_000)
 # Server-side files may be registered as datasets only from under these folders.
 DATASET_ROOTS = [Path(p).resolve() for p in envlist("STUDIO_DATASET_ROOTS", [str(DATA_DIR), str(BASE_DIR)])]
+# Where a run may send the policy's weights and prompts (rollout.vllm_server_url) or completions
+# (an LLM judge's base_url): hosts, host:port or scheme://host:port, "*" for any. By default this
+# machine's own loopback only (a vLLM server or judge started beside the worker), so nothing leaves it.
+ALLOWED_ENDPOINTS = envlist("STUDIO_ALLOWED_ENDPOINTS", ["localhost", "127.0.0.1", "[::1]"])
 
 # --- auth, API ----------------------------------------------------------------------
 LOGIN_URL = "login"
@@ -167,8 +190,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_SCHEMA_CLASS": "studio.lib.api_schema.StudioAutoSchema",  # adds each operation's 400/403/404
+    "DEFAULT_PAGINATION_CLASS": "studio.lib.pagination.LimitOffsetPagination",  # ?limit= capped at 1000
     "PAGE_SIZE": 100,
 }
 SPECTACULAR_SETTINGS = {
@@ -176,6 +199,7 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Datasets, rubrics, experiments and RL post-training runs. Token auth: `Authorization: Token <key>`.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,  # request bodies of their own: an upload is a binary file, not a URI
     "ENUM_NAME_OVERRIDES": {"RunKindEnum": "studio.runs.models.KINDS", "RunStateEnum": "studio.runs.models.STATES"},
 }
 

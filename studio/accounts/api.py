@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -10,6 +11,8 @@ from rest_framework.response import Response
 from studio.accounts import permissions as perms
 from studio.accounts import services
 from studio.accounts.models import ROLES, Membership, Team
+from studio.lib.api_schema import FIELD_ERRORS, id_parameter
+from studio.lib.params import as_id
 
 
 class MembershipSerializer(serializers.ModelSerializer):
@@ -53,6 +56,7 @@ class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Creat
         except services.TeamActionError as exc:
             raise ValidationError({exc.field: [str(exc)]}) from None
 
+    @extend_schema(request=AddMemberSerializer, responses={201: MembershipSerializer})
     @action(detail=True, methods=["post"], serializer_class=AddMemberSerializer)
     def members(self, request, pk=None):
         team = perms.get_for(request.user, Team.objects.all(), pk, perms.MANAGE)
@@ -64,10 +68,14 @@ class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Creat
             return Response({exc.field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
         return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(
+        parameters=[id_parameter("user_id", "The member's user id.", OpenApiParameter.PATH)],
+        responses={204: None, 400: FIELD_ERRORS},
+    )
     @action(detail=True, methods=["delete"], url_path=r"members/(?P<user_id>\d+)")
     def remove_member(self, request, pk=None, user_id=None):
         team = perms.get_for(request.user, Team.objects.all(), pk, perms.MANAGE)
-        membership = get_object_or_404(Membership, team=team, user_id=user_id)
+        membership = get_object_or_404(Membership, team=team, user_id=as_id(user_id) or 0)  # past 64 bits: none
         try:
             services.remove_member(team, membership)
         except services.TeamActionError as exc:

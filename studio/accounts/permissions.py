@@ -17,6 +17,7 @@ from django.http import Http404
 from rest_framework import permissions
 
 from studio.accounts.models import EDIT_ROLES, OWNER, Membership, Team
+from studio.lib.params import MAX_ID
 
 VIEW = "view"
 EDIT = "edit"
@@ -55,7 +56,8 @@ def visible(queryset: QuerySet, user) -> QuerySet:
 
 
 def role_in(user, team_id: int) -> str | None:
-    if not user.is_authenticated:
+    """The user's role in the team with this id; None for no role, no such team, or an id no row can have."""
+    if not user.is_authenticated or not isinstance(team_id, int) or not 1 <= team_id <= MAX_ID:
         return None
     return Membership.objects.filter(team_id=team_id, user=user).values_list("role", flat=True).first()
 
@@ -88,7 +90,7 @@ def get_for(user, queryset: QuerySet, pk, need: str = VIEW) -> Model:
     """The object with this pk if the user may `need` it: 404 for outsiders, 403 for too low a role."""
     try:
         obj = queryset.get(pk=pk)
-    except (queryset.model.DoesNotExist, ValueError, TypeError):
+    except (queryset.model.DoesNotExist, ValueError, TypeError, OverflowError):
         raise Http404("not found") from None
     check(user, obj, need)
     return obj

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
@@ -13,6 +13,7 @@ from studio.datasets import checks, storage
 from studio.datasets.files import PREVIEW_ROWS, DatasetFileError, inspect_dataset
 from studio.datasets.models import FORMATS, REFUSED, Dataset
 from studio.datasets.uploads import RefusedUpload
+from studio.lib.fields import StudioModelSerializer
 from studio.lib.team_api import TeamField, TeamScopedViewSet
 
 PREVIEW_MAX = 200
@@ -20,7 +21,7 @@ MAPPING_FIELDS = ["split", "prompt_field", "messages_field", "answer_field", "ex
 CHECKED_FIELDS = {"format", *MAPPING_FIELDS}  # a change to these reads the file again
 
 
-class DatasetSerializer(serializers.ModelSerializer):
+class DatasetSerializer(StudioModelSerializer):
     team = TeamField()
     file = serializers.FileField(
         write_only=True, required=False, help_text="Upload (JSONL, CSV or Parquet), up to STUDIO_MAX_UPLOAD_MB."
@@ -56,6 +57,11 @@ class DatasetSerializer(serializers.ModelSerializer):
         ):
             attrs.update(self._check(attrs))
         return attrs
+
+    def validate_extra_fields(self, value):
+        if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+            raise serializers.ValidationError("must be a list of column names")
+        return value
 
     def validate_split(self, value):
         if not storage.is_split_name(value):
@@ -113,6 +119,16 @@ class DatasetSerializer(serializers.ModelSerializer):
         return self.instance
 
 
+PREVIEW = inline_serializer("DatasetPreview", {
+    "columns": serializers.ListField(child=serializers.CharField()),
+    "rows": serializers.ListField(child=serializers.DictField(), help_text="The first rows, as read."),
+    "row_count": serializers.IntegerField(allow_null=True, help_text="Rows found by the last check."),
+    "status": serializers.CharField(),
+    "errors": serializers.ListField(child=serializers.DictField(), help_text="[{row, field, message}], first ones only."),
+    "error_count": serializers.IntegerField(),
+})  # fmt: skip
+
+
 class DatasetViewSet(TeamScopedViewSet):
     """Datasets: upload a file (multipart `file`) or register a server-side `path`; map fields; preview."""
 
@@ -126,6 +142,12 @@ class DatasetViewSet(TeamScopedViewSet):
         if uploaded:
             storage.discard_upload(path)
 
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("limit", int, description=f"Rows to show, 1 to {PREVIEW_MAX} (default {PREVIEW_ROWS}).")
+        ],
+        responses=PREVIEW,
+    )
     @action(detail=True, methods=["get"])
     def preview(self, request, pk=None):
         """First rows (streamed, `?limit=` from 1 to 200) and their columns, with the last check's row
@@ -139,7 +161,7 @@ class DatasetViewSet(TeamScopedViewSet):
             return Response({"limit": f"must be a whole number from 1 to {PREVIEW_MAX}"}, status=400)
         limit = max(1, min(limit, PREVIEW_MAX))
         try:
-            report = inspect_dataset(Path(dataset.path), dataset.format, split=dataset.split, preview_rows=limit,
+            report = inspect_dataset(storage.readable(dataset), dataset.format, split=dataset.split, preview_rows=limit,
                                      max_rows=limit)  # fmt: skip
         except DatasetFileError as exc:
             return Response({"detail": str(exc)}, status=400)

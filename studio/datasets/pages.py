@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from itertools import islice
-from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -11,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from studio.accounts import permissions as perms
+from studio.datasets import storage
 from studio.datasets.api import MAPPING_FIELDS, DatasetSerializer
 from studio.datasets.files import DatasetFileError, iter_rows
 from studio.datasets.models import REFUSED, Dataset
@@ -57,7 +57,9 @@ def dataset_detail(request: HttpRequest, pk: int) -> HttpResponse:
     preview: list = []
     if dataset.status != REFUSED:  # a refused upload's file is gone; the page says why instead
         try:
-            preview = [row for _, row in islice(iter_rows(Path(dataset.path), dataset.format, dataset.split), 20)]
+            preview = [
+                row for _, row in islice(iter_rows(storage.readable(dataset), dataset.format, dataset.split), 20)
+            ]
         except DatasetFileError as exc:
             errors = {**errors, "path": str(exc)}
     can_edit = perms.has_role(request.user, dataset.team_id, perms.EDIT)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.decorators import action, api_view, permission_classes
 from rest_framework.permissions import IsAuthenticated
@@ -10,11 +11,14 @@ from studio.accounts import permissions as perms
 from studio.environments import trying
 from studio.environments.configs import ConfigError, validate_environment
 from studio.environments.models import Environment, EnvironmentVersion
+from studio.experiments import paths
+from studio.lib.api_schema import error
+from studio.lib.fields import IdField, StudioModelSerializer
 from studio.lib.team_api import TeamField, TeamScopedViewSet
 from trainers.rollout.environments.catalog import ENVIRONMENT_KINDS
 
 
-class EnvironmentSerializer(serializers.ModelSerializer):
+class EnvironmentSerializer(StudioModelSerializer):
     team = TeamField()
     version = serializers.IntegerField(read_only=True, help_text="Goes up by one each time the config changes.")
 
@@ -32,6 +36,14 @@ class EnvironmentSerializer(serializers.ModelSerializer):
         if self.instance is not None and value.pk != self.instance.team_id:
             raise serializers.ValidationError("an environment cannot move to another team")
         return value
+
+    def validate(self, attrs):
+        """The paths the config names (a search tool's documents) must be ones the team may read."""
+        team = attrs.get("team") or getattr(self.instance, "team", None)
+        errors = paths.environment_errors(attrs["config"], team) if "config" in attrs and team else {}
+        if errors:
+            raise serializers.ValidationError({f"config.{k}": v for k, v in errors.items()})
+        return attrs
 
     def create(self, validated_data):
         environment = super().create({**validated_data, "version": 1})
@@ -54,17 +66,24 @@ class VersionSerializer(serializers.ModelSerializer):
         fields = ["number", "config", "created"]
 
 
-class TrySerializer(serializers.Serializer):
+class EnvironmentTrySerializer(serializers.Serializer):
     rows = serializers.ListField(
         child=serializers.DictField(), help_text=f"Up to {trying.MAX_ROWS} rows: [{{prompt or messages, answer?, ...}}]"
     )
     model = serializers.CharField(required=False, allow_blank=True, help_text="Model folder or hub id.")
-    checkpoint = serializers.IntegerField(required=False, help_text="Or a checkpoint id of one of the team's runs.")
+    checkpoint = IdField(required=False, help_text="Or a checkpoint id of one of the team's runs.")
     episodes = serializers.IntegerField(default=2, min_value=1, max_value=trying.MAX_EPISODES,
                                         help_text="Episodes per row.")  # fmt: skip
     config = serializers.JSONField(
         required=False, help_text="Try this (unsaved) config instead; needs the owner or editor role."
     )
+
+
+TRY_EPISODES = inline_serializer("EnvironmentTryEpisodes", {
+    "episodes": serializers.ListField(child=serializers.ListField(child=serializers.DictField()),
+                                      help_text="Per row, per episode: {messages, turns, end_reason, error, final_text}."),
+})  # fmt: skip
+KINDS = OpenApiResponse(OpenApiTypes.OBJECT, description="{kind: {description, params: the JSON schema of its params}}")
 
 
 class EnvironmentViewSet(TeamScopedViewSet):
@@ -78,28 +97,35 @@ class EnvironmentViewSet(TeamScopedViewSet):
     serializer_class = EnvironmentSerializer
     read_only_actions = ("try_it",)
 
-    @action(detail=True, methods=["get"], serializer_class=VersionSerializer)
+    @extend_schema(responses=VersionSerializer(many=True))
+    @action(detail=True, methods=["get"], serializer_class=VersionSerializer, pagination_class=None)
     def versions(self, request, pk=None):
         environment = self.get_object()
         return Response(VersionSerializer(environment.versions.all(), many=True).data)
 
-    @action(detail=True, methods=["post"], url_path="try", serializer_class=TrySerializer)
+    @extend_schema(request=EnvironmentTrySerializer, responses={
+        200: TRY_EPISODES,
+        403: error("An unsaved config needs the owner or editor role (or: not signed in)."),
+        502: error("The episodes failed on the worker."),
+        504: error("No worker answered in time; says why as far as the studio can tell."),
+    })  # fmt: skip
+    @action(detail=True, methods=["post"], url_path="try", serializer_class=EnvironmentTrySerializer)
     def try_it(self, request, pk=None):
         environment = self.get_object()  # members may try the saved environment (it changes nothing)
-        data = TrySerializer(data=request.data)
+        data = EnvironmentTrySerializer(data=request.data)
         data.is_valid(raise_exception=True)
         options = data.validated_data
         may_edit = perms.has_role(request.user, environment.team_id, perms.EDIT)
         try:
             config = trying.config_to_try(environment.config, options.get("config"), may_edit)
             model = trying.model_to_try(environment.team, options.get("model", ""), options.get("checkpoint"))
-            answer = trying.try_environment(config, model, options["rows"], options["episodes"])
+            answer = trying.try_environment(config, model, options["rows"], options["episodes"], team=environment.team)
         except trying.TryError as exc:
             return Response(exc.errors, status=exc.status)
         return Response(answer)
 
 
-@extend_schema(responses={200: dict})
+@extend_schema(responses={200: KINDS})
 @api_view(["GET"])
 @permission_classes([IsAuthenticated])
 def environment_kinds(request):

@@ -18,6 +18,7 @@ from studio.environments.api import EnvironmentSerializer
 from studio.environments.models import Environment
 from studio.experiments.layout import known_models
 from studio.lib.page_forms import flat_errors, serializer_context
+from studio.lib.params import as_id
 from studio.runs.models import Checkpoint
 
 CHECKPOINTS_SHOWN = 20
@@ -92,11 +93,11 @@ def _try(request, environment, config, meta, trial, errors) -> dict[str, Any] | 
         if team is None:
             raise trying.TryError({"try": "choose one of your teams"})
         tried_config = trying.config_to_try(environment.config if environment else None, config, may_edit)
-        checkpoint = int(trial["checkpoint"]) if trial["checkpoint"].isdigit() else None
+        checkpoint = as_id(trial["checkpoint"])
         model = trying.model_to_try(team, trial["model"].strip(), checkpoint)
         episodes = int(trial["episodes"]) if trial["episodes"].isdigit() else 0
         return trying.try_environment(tried_config, model, forms.trial_rows(trial, request.POST, request.user),
-                                      episodes)  # fmt: skip
+                                      episodes, team=team)  # fmt: skip
     except trying.TryError as exc:
         errors.update(exc.errors)
     except ValueError as exc:
@@ -105,9 +106,8 @@ def _try(request, environment, config, meta, trial, errors) -> dict[str, Any] | 
 
 
 def _team(user, team_id) -> Team | None:
-    if not str(team_id or "").isdigit():
-        return None
-    return perms.visible_teams(user).filter(pk=int(team_id)).first()
+    team_id = as_id(team_id)
+    return None if team_id is None else perms.visible_teams(user).filter(pk=team_id).first()
 
 
 def _checkpoints(user) -> list[Checkpoint]:

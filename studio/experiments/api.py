@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -9,6 +10,8 @@ from studio.datasets.models import Dataset
 from studio.environments.models import Environment
 from studio.experiments import paths, services, specs
 from studio.experiments.models import Experiment
+from studio.lib.fields import BoundedPrimaryKeyRelatedField, IdField, StudioModelSerializer
+from studio.lib.params import MAX_ID
 from studio.lib.team_api import TeamField, TeamScopedViewSet, same_team
 from studio.rubrics.models import Rubric
 from studio.runs.api import RunSerializer
@@ -20,19 +23,19 @@ NO_DATASET = (
 )
 
 
-class ExperimentSerializer(serializers.ModelSerializer):
+class ExperimentSerializer(StudioModelSerializer):
     team = TeamField()
-    dataset = serializers.PrimaryKeyRelatedField(
+    dataset = BoundedPrimaryKeyRelatedField(
         queryset=Dataset.objects.all(), required=False, allow_null=True,
         help_text="The prompts' dataset; null only when the settings generate the prompts (config.data.procedural).",
     )  # fmt: skip
-    rubric = serializers.PrimaryKeyRelatedField(queryset=Rubric.objects.all())
-    environment = serializers.PrimaryKeyRelatedField(
+    rubric = BoundedPrimaryKeyRelatedField(queryset=Rubric.objects.all())
+    environment = BoundedPrimaryKeyRelatedField(
         queryset=Environment.objects.all(), required=False, allow_null=True,
         help_text="Multi-turn environment; none: one turn per prompt.",
     )  # fmt: skip
     environment_version = serializers.IntegerField(
-        required=False, allow_null=True, min_value=1,
+        required=False, allow_null=True, min_value=1, max_value=MAX_ID,
         help_text="The environment version the experiment runs; null: the latest; left out: the version pinned "
         "before (the latest for a newly chosen environment).",
     )  # fmt: skip
@@ -46,6 +49,14 @@ class ExperimentSerializer(serializers.ModelSerializer):
         model = Experiment
         fields = ["id", "team", "name", "description", "dataset", "rubric", "environment", "environment_version",
                   "model_path", "preset", "config", "spec", "created", "updated"]  # fmt: skip
+
+    def validate_config(self, value):
+        if not isinstance(value, dict):
+            raise serializers.ValidationError(f"must be an object of RunSpec sections, got {specs.json_type(value)}")
+        errors = specs.section_errors(value)
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value
 
     def validate(self, attrs):
         team = attrs.get("team") or self.instance.team
@@ -100,13 +111,27 @@ class ExperimentSerializer(serializers.ModelSerializer):
 class LaunchSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=KINDS, default="train")
     name = serializers.CharField(required=False, allow_blank=True)
-    checkpoint = serializers.IntegerField(required=False, help_text="Checkpoint id to evaluate (kind=eval).")
+    checkpoint = IdField(required=False, help_text="Checkpoint id to evaluate (kind=eval).")
     overrides = serializers.DictField(required=False, help_text="RunSpec values to change for this run only.")
+
+    def validate_overrides(self, value):
+        return sections_checked(value)
 
 
 class CloneSerializer(serializers.Serializer):
     name = serializers.CharField(required=False)
     config = serializers.DictField(required=False, help_text="Settings merged into the copy's.")
+
+    def validate_config(self, value):
+        return sections_checked(value)
+
+
+def sections_checked(value: dict) -> dict:
+    """`value` if each RunSpec section it names is an object, else a 400 naming the section."""
+    errors = specs.section_errors(value)
+    if errors:
+        raise serializers.ValidationError(errors)
+    return value
 
 
 class ExperimentViewSet(TeamScopedViewSet):
@@ -115,6 +140,7 @@ class ExperimentViewSet(TeamScopedViewSet):
     model = Experiment
     serializer_class = ExperimentSerializer
 
+    @extend_schema(request=LaunchSerializer, responses={201: RunSerializer})
     @action(detail=True, methods=["post"], serializer_class=LaunchSerializer)
     def launch(self, request, pk=None):
         experiment = self.get_object()
@@ -129,6 +155,7 @@ class ExperimentViewSet(TeamScopedViewSet):
             return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
         return Response(RunSerializer(run, context=self.get_serializer_context()).data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(request=CloneSerializer, responses={201: ExperimentSerializer})
     @action(detail=True, methods=["post"], serializer_class=CloneSerializer)
     def clone(self, request, pk=None):
         source = self.get_object()

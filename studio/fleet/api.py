@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, permissions, serializers
 from rest_framework.exceptions import ValidationError
 
@@ -33,6 +34,7 @@ class WorkerNodeSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+@extend_schema(parameters=[OpenApiParameter("online", str, description="true: online workers only.")])
 class WorkerNodeList(generics.ListAPIView):
     """Every worker that ever reported, online ones first; `?online=1` for online ones only."""
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.decorators import action, api_view, permission_classes
 from rest_framework.permissions import IsAuthenticated
@@ -8,13 +9,15 @@ from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
 from studio.experiments import paths
+from studio.lib.api_schema import error
+from studio.lib.fields import StudioModelSerializer
 from studio.lib.team_api import TeamField, TeamScopedViewSet
 from studio.rubrics.models import Rubric
 from studio.rubrics.scoring import TryError, rubric_warnings, spec_to_try, try_rubric, validate_rubric
 from trainers.rewards.catalog import CRITERION_KINDS
 
 
-class RubricSerializer(serializers.ModelSerializer):
+class RubricSerializer(StudioModelSerializer):
     team = TeamField()
     warnings = serializers.SerializerMethodField(
         help_text='{"criteria.<i>.params.<name>": why}: valid settings worth a second look (e.g. a regex '
@@ -47,11 +50,20 @@ class RubricSerializer(serializers.ModelSerializer):
         return attrs
 
 
-class TrySerializer(serializers.Serializer):
+class RubricTrySerializer(serializers.Serializer):
     pairs = serializers.ListField(child=serializers.DictField(), help_text="[{prompt, completion, answer?, ...}]")
     spec = serializers.JSONField(
         required=False, help_text="Score with this (unsaved) rubric instead; needs the owner or editor role."
     )
+
+
+TRY_RESULTS = inline_serializer("RubricTryResults", {"results": serializers.ListField(child=inline_serializer(
+    "RubricTryResult", {
+        "reward": serializers.FloatField(), "passed": serializers.BooleanField(allow_null=True),
+        "error": serializers.CharField(allow_null=True),
+        "scores": serializers.DictField(child=serializers.DictField(), help_text="{criterion: {score, explanation, error}}"),
+    }), help_text="One per pair, in order.")})  # fmt: skip
+KINDS = OpenApiResponse(OpenApiTypes.OBJECT, description="{kind: {description, params: the JSON schema of its params}}")
 
 
 class RubricViewSet(TeamScopedViewSet):
@@ -64,21 +76,27 @@ class RubricViewSet(TeamScopedViewSet):
     serializer_class = RubricSerializer
     read_only_actions = ("try_it",)
 
-    @action(detail=True, methods=["post"], url_path="try", serializer_class=TrySerializer)
+    @extend_schema(request=RubricTrySerializer, responses={
+        200: TRY_RESULTS,
+        403: error("An unsaved spec needs the owner or editor role (or: not signed in)."),
+        502: error("Scoring failed on the worker."),
+        504: error("No worker answered in time; says why as far as the studio can tell."),
+    })  # fmt: skip
+    @action(detail=True, methods=["post"], url_path="try", serializer_class=RubricTrySerializer)
     def try_it(self, request, pk=None):
         rubric = self.get_object()  # members may try the saved rubric (it changes nothing)
-        data = TrySerializer(data=request.data)
+        data = RubricTrySerializer(data=request.data)
         data.is_valid(raise_exception=True)
         may_edit = perms.has_role(request.user, rubric.team_id, perms.EDIT)
         try:
             spec = spec_to_try(rubric.spec, data.validated_data.get("spec"), may_edit)
-            answer = try_rubric(spec, data.validated_data["pairs"])
+            answer = try_rubric(spec, data.validated_data["pairs"], team=rubric.team)
         except TryError as exc:
             return Response(exc.errors, status=exc.status)
         return Response(answer)
 
 
-@extend_schema(responses={200: dict})
+@extend_schema(responses={200: KINDS})
 @api_view(["GET"])
 @permission_classes([IsAuthenticated])
 def criterion_kinds(request):

@@ -29,10 +29,17 @@ def criteria_fields(spec: dict[str, Any], errors: dict[str, str]) -> list[dict[s
     return out
 
 
+MAX_CRITERIA = 200  # criteria one editor form may hold
+
+
 def read_rubric(post) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
     """(rubric spec, {name, description, team}, parse errors) from the editor's POST."""
-    count = int(post.get("count", 0) or 0)
     criteria, errors = [], {}
+    raw_count = post.get("count", "") or "0"
+    count = int(raw_count) if raw_count.isascii() and raw_count.isdigit() and len(raw_count) < 5 else -1
+    if not 0 <= count <= MAX_CRITERIA:  # not what the editor sends: read none rather than loop on a huge count
+        errors["count"] = f"must be the number of criteria, 0 to {MAX_CRITERIA}, got {raw_count[:20]!r}"
+        count = 0
     for i in range(count):
         kind = post.get(f"c{i}.kind", KIND_NAMES[0])
         criterion: dict[str, Any] = {"name": post.get(f"c{i}.name", ""), "kind": kind}
@@ -70,6 +77,8 @@ def trial_pairs(trial: dict[str, str], post, user) -> list[dict[str, Any]]:
         fields = json.loads(trial["fields"] or "{}")
     except json.JSONDecodeError as exc:
         raise ValueError(f"extra fields: not valid JSON ({exc})") from None
+    if not isinstance(fields, dict):
+        raise ValueError('extra fields: must be a JSON object, like {"level": 3}')
     base: dict[str, Any] = {
         "prompt": trial["prompt"],
         **({"answer": trial["answer"]} if trial["answer"] else {}),

@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from studio.accounts import permissions as perms
 from studio.datasets.models import Dataset
 from studio.lib.page_forms import flat_errors, serializer_context
+from studio.lib.params import as_id
 from studio.rubrics import forms
 from studio.rubrics.api import RubricSerializer
 from studio.rubrics.models import Rubric
@@ -34,13 +35,19 @@ def rubric_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
     meta = {"name": rubric.name if rubric else "", "description": rubric.description if rubric else "",
             "team": rubric.team_id if rubric else None}  # fmt: skip
     errors: dict[str, str] = {}
+    status = 200
     tried: dict[str, Any] | None = None
     trial = {"prompt": "", "answer": "", "completions": "", "fields": "{}"}
     if request.method == "POST":
         spec, meta, errors = forms.read_rubric(request.POST)
         action = request.POST.get("action", "refresh")
         if action.startswith("remove-"):
-            del spec["criteria"][int(action.split("-")[1])]
+            index = _criterion_index(action.removeprefix("remove-"), spec["criteria"])
+            if index is None:
+                errors["action"] = f"no criterion {action.removeprefix('remove-')[:20]!r} to remove"
+                status = 400
+            else:
+                del spec["criteria"][index]
         elif action == "add":
             spec["criteria"].append({"name": f"c{len(spec['criteria']) + 1}", "kind": request.POST.get("new_kind")})
         elif action == "try":
@@ -51,6 +58,9 @@ def rubric_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
                 tried = try_rubric(scored, forms.trial_pairs(trial, request.POST, request.user))
             except (TryError, ValueError) as exc:
                 errors.update(getattr(exc, "errors", {"try": str(exc)}))
+        elif action not in ("refresh", "save"):  # not a button of the editor
+            errors["action"] = f"unknown action {action[:40]!r}"
+            status = 400
         elif action == "save" and not errors:
             if not can_edit:
                 perms.check(request.user, rubric, perms.EDIT)
@@ -68,11 +78,16 @@ def rubric_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
         "datasets": perms.visible(Dataset.objects.all(), request.user).distinct(),
         "names": [c.get("name") for c in spec.get("criteria", [])],
     }  # fmt: skip
-    return render(request, "rubrics/edit.html", context)
+    return render(request, "rubrics/edit.html", context, status=status)
+
+
+def _criterion_index(raw: str, criteria: list) -> int | None:
+    """The index a "remove-<i>" button names, None for anything that names no criterion."""
+    index = as_id(raw) if raw != "0" else 0
+    return index if index is not None and index < len(criteria) else None
 
 
 def _may_edit_team(user, team_id) -> bool:
     """Whether the user is an owner or editor of the team with this id (a POSTed string or an int)."""
-    if not str(team_id or "").isdigit():
-        return False
-    return perms.has_role(user, int(team_id), perms.EDIT)
+    team_id = as_id(team_id)
+    return team_id is not None and perms.has_role(user, team_id, perms.EDIT)

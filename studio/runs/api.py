@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny, IsAuthenticated
@@ -9,10 +9,13 @@ from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
 from studio.experiments import paths, specs
+from studio.lib.api_schema import SHARE, id_parameter
 from studio.lib.params import QueryError, number_param
+from studio.lib.team_api import query_id
+from studio.runs import api_docs as docs
 from studio.runs import episodes, lifecycle, prompt_stat_query, rollout_query, texts
 from studio.runs.access import readable_run
-from studio.runs.models import Checkpoint, Rollout, Run, RunEvent
+from studio.runs.models import KINDS, STATES, Checkpoint, Rollout, Run, RunEvent
 
 EVENTS_MAX = 1000
 
@@ -55,6 +58,16 @@ class RolloutSerializer(serializers.ModelSerializer):
         return episodes.unpack_tools(rollout.tools_used)
 
 
+class RolloutDetailSerializer(RolloutSerializer):
+    """What the rollout detail answers: the rollout, its group, and which texts were cut."""
+
+    group = serializers.ListField(child=serializers.DictField(), help_text="The group's rollouts, side by side.")
+    truncated = serializers.DictField(child=serializers.IntegerField(), help_text="{field: full length} of cut texts.")
+
+    class Meta(RolloutSerializer.Meta):
+        fields = [*RolloutSerializer.Meta.fields, "group", "truncated"]
+
+
 def capped(data: dict) -> dict:
     """`data` with its prompt, completion, turns and hint cut to texts.TEXT_CAP characters per message, and
     `truncated: {field: full length}` naming those cut (the rest: the rollout's text/ endpoint)."""
@@ -66,7 +79,17 @@ class CloneRunSerializer(serializers.Serializer):
     name = serializers.CharField(required=False)
     overrides = serializers.DictField(required=False, help_text="RunSpec values to change, e.g. {optim: {lr: 1e-4}}.")
 
+    def validate_overrides(self, value):
+        errors = specs.section_errors(value)  # each section an object before it is merged into the run's
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value
 
+
+@extend_schema_view(list=extend_schema(parameters=[
+    id_parameter("team", "Only this team's runs."), id_parameter("experiment", "Only this experiment's runs."),
+    OpenApiParameter("state", str, enum=[s for s, _ in STATES]), OpenApiParameter("kind", str, enum=[k for k, _ in KINDS]),
+]))  # fmt: skip
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Runs (launched from experiments). Filters: ?team=&experiment=&state=&kind=."""
 
@@ -76,22 +99,24 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def get_queryset(self):
         runs = perms.visible(Run.objects.all(), self.request.user).distinct().order_by("-created", "-pk")
         for name in ("team", "experiment"):
-            value = self.request.query_params.get(name)
-            if value and value.isdigit():
-                runs = runs.filter(**{f"{name}_id": int(value)})
+            value = query_id(self.request.query_params, name)
+            if value is not None:
+                runs = runs.filter(**{f"{name}_id": value})
         for name in ("state", "kind"):
             if self.request.query_params.get(name):
                 runs = runs.filter(**{name: self.request.query_params[name]})
         return runs
 
     def get_serializer_class(self):
-        return RunDetailSerializer if self.action == "retrieve" else RunSerializer
+        # An action's own serializer_class (clone's body) is the view's for that action: keep it.
+        return RunDetailSerializer if self.action == "retrieve" else super().get_serializer_class()
 
     def _editable_run(self) -> Run:
         run = self.get_object()
         perms.check(self.request.user, run, perms.EDIT)
         return run
 
+    @extend_schema(request=None, responses={200: RunSerializer, 409: docs.CONFLICT})
     @action(detail=True, methods=["post"], serializer_class=serializers.Serializer)
     def cancel(self, request, pk=None):
         try:
@@ -100,6 +125,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(RunSerializer(run).data)
 
+    @extend_schema(request=None, responses={201: RunSerializer, 409: docs.CONFLICT})
     @action(detail=True, methods=["post"], serializer_class=serializers.Serializer)
     def resume(self, request, pk=None):
         try:
@@ -108,6 +134,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(request=None, responses={201: RunSerializer, 409: docs.CONFLICT})
     @action(detail=True, methods=["post"], serializer_class=serializers.Serializer)
     def evaluate(self, request, pk=None):
         """An evaluation-only run of this run's latest checkpoint (scores it on the dataset with the rubric)."""
@@ -117,6 +144,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(request=CloneRunSerializer, responses={201: RunSerializer})
     @action(detail=True, methods=["post"], serializer_class=CloneRunSerializer)
     def clone(self, request, pk=None):
         """A new run with this run's settings and the given overrides (change one thing)."""
@@ -133,18 +161,21 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
                                    name=data.validated_data.get("name") or f"{source.name} (clone)", user=request.user)  # fmt: skip
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(parameters=docs.EVENTS_PARAMETERS, responses=docs.EVENTS)
     @action(detail=True, methods=["get"])
     def events(self, request, pk=None):
         """Stored events after `?after=` (default 0), at most `?limit=` (≤ 1000), and the latest seq."""
         run = self.get_object()
         try:
-            after = int(request.query_params.get("after", 0))
-            limit = max(1, min(int(request.query_params.get("limit", EVENTS_MAX)), EVENTS_MAX))
-        except ValueError:
-            return Response({"detail": "after and limit must be integers"}, status=status.HTTP_400_BAD_REQUEST)
+            after = number_param(request.query_params, "after", int) or 0
+            limit = number_param(request.query_params, "limit", int)
+        except QueryError as exc:
+            return Response({exc.field: str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        limit = EVENTS_MAX if limit is None else max(1, min(limit, EVENTS_MAX))
         rows = RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")[:limit]
         return Response({"events": [e.to_message() for e in rows], "cursor": run.last_seq})
 
+    @extend_schema(parameters=docs.ROLLOUT_FILTERS, responses=docs.ROLLOUT_PAGE)
     @action(detail=True, methods=["get"], permission_classes=[AllowAny])
     def rollouts(self, request, pk=None):
         """Keyset-paginated rollout summaries; see studio.runs.rollout_query for the filters."""
@@ -154,7 +185,9 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         except QueryError as exc:
             return Response({exc.field: str(exc)}, status=status.HTTP_400_BAD_REQUEST)
 
-    @extend_schema(operation_id="runs_rollout_detail")
+    @extend_schema(
+        operation_id="runs_rollout_detail", parameters=[docs.ROLLOUT_ID, SHARE], responses=RolloutDetailSerializer
+    )
     @action(detail=True, methods=["get"], url_path=r"rollouts/(?P<rollout_id>\d+)", permission_classes=[AllowAny])
     def rollout(self, request, pk=None, rollout_id=None):
         """One rollout, with `group`: the other completions of its (step, prompt_id), shown side by side.
@@ -173,6 +206,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         data["group"] = [capped({**r.summary(), "completion": r.completion}) for r in group]
         return Response(data)
 
+    @extend_schema(parameters=docs.PROMPT_FILTERS, responses=docs.PROMPT_PAGE)
     @action(detail=True, methods=["get"], permission_classes=[AllowAny])
     def prompts(self, request, pk=None):
         """The run's per-prompt statistics, keyset-paginated: `?order=` pass_rate | pass_rate_std |
@@ -186,7 +220,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         except QueryError as exc:
             return Response({exc.field: str(exc)}, status=status.HTTP_400_BAD_REQUEST)
 
-    @extend_schema(operation_id="runs_prompt_detail")
+    @extend_schema(operation_id="runs_prompt_detail", parameters=[SHARE], responses=docs.PROMPT_DETAIL)
     @action(detail=True, methods=["get"], url_path=r"prompts/(?P<prompt_id>.+)", permission_classes=[AllowAny])
     def prompt(self, request, pk=None, prompt_id=None):
         """One prompt's statistics with its whole stored history ([step, passed, samples], oldest first)."""
@@ -196,7 +230,11 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             return Response({"detail": "not found"}, status=status.HTTP_404_NOT_FOUND)
         return Response(data)
 
-    @extend_schema(operation_id="runs_rollout_text")
+    @extend_schema(
+        operation_id="runs_rollout_text",
+        parameters=[docs.ROLLOUT_ID, *docs.TEXT_PARAMETERS],
+        responses=docs.ROLLOUT_TEXT,
+    )
     @action(detail=True, methods=["get"], url_path=r"rollouts/(?P<rollout_id>\d+)/text", permission_classes=[AllowAny])
     def rollout_text(self, request, pk=None, rollout_id=None):
         """The full text of one field of a rollout, `?field=prompt|completion|turns|hint`, in windows: each

@@ -7,16 +7,19 @@ at worst (the page drops it by step), never zero times.
 
 from __future__ import annotations
 
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from studio.lib.api_schema import SHARE, id_parameter
 from studio.lib.params import QueryError, number_param
 from studio.runs.access import readable_run
-from studio.runs.downsample import DEFAULT_POINTS
-from studio.runs.series import Window, metric_keys, run_series
+from studio.runs.downsample import DEFAULT_POINTS, MAX_POINTS
+from studio.runs.series import X_COLUMNS, Window, metric_keys, run_series
 
 
 def window_from(params) -> Window:
@@ -35,10 +38,27 @@ def window_from(params) -> Window:
         raise ValidationError({"detail": str(err)}) from None
 
 
+SERIES = inline_serializer("RunMetrics", {
+    "cursor": serializers.IntegerField(help_text="The run's latest event seq, read before the points."),
+    "x": serializers.CharField(),
+    "keys": serializers.ListField(child=serializers.CharField(), help_text="Every metric key of the run."),
+    "series": serializers.DictField(child=serializers.DictField(), help_text="{key: downsampled series}"),
+})  # fmt: skip
+
+
 class RunMetricsView(APIView):
     # Access is decided by readable_run: team members, or anyone holding a live share link.
     permission_classes = [AllowAny]
 
+    @extend_schema(parameters=[
+        id_parameter("run_id", "The run.", OpenApiParameter.PATH),
+        OpenApiParameter("x", str, enum=list(X_COLUMNS), description="The x axis; default step."),
+        OpenApiParameter("start", float, description="The first x to include."),
+        OpenApiParameter("end", float, description="The last x to include."),
+        OpenApiParameter("points", int, description=f"Buckets per series, 1 to {MAX_POINTS} (default {DEFAULT_POINTS})."),
+        OpenApiParameter("keys", str, description="Metric keys separated by commas; default all."),
+        SHARE,
+    ], responses=SERIES)  # fmt: skip
     def get(self, request: Request, run_id: int) -> Response:
         run = readable_run(request, run_id)
         window = window_from(request.query_params)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from django.db.models import Q
 from django.http import Http404
 from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated, IsAuthenticatedOrReadOnly
@@ -23,6 +24,9 @@ from rest_framework.views import APIView
 
 from studio.accounts.models import OWNER
 from studio.accounts.permissions import EDIT, check, role_in
+from studio.lib.api_schema import ERROR_404, SHARE, id_parameter
+from studio.lib.fields import IdField
+from studio.lib.params import as_id
 from studio.runs.access import readable_run, viewable_run
 from studio.runs.models import Rollout, Run
 from studio.sharing.compare import differences
@@ -40,7 +44,44 @@ def _may_delete(user, note: Note, is_team_owner: bool) -> bool:
 class NoteIn(serializers.Serializer):
     text = serializers.CharField(max_length=TEXT_MAX, trim_whitespace=True)
     tag = serializers.CharField(max_length=TAG_MAX, required=False, allow_blank=True, default="")
-    rollout = serializers.IntegerField(required=False, allow_null=True, default=None)
+    rollout = IdField(
+        required=False, allow_null=True, default=None, help_text="A rollout of this run the note is about."
+    )
+
+
+class NoteOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    run = serializers.IntegerField()
+    rollout = serializers.IntegerField(allow_null=True)
+    rollout_step = serializers.IntegerField(allow_null=True)
+    author = serializers.CharField()
+    tag = serializers.CharField(allow_blank=True)
+    text = serializers.CharField()
+    created = serializers.DateTimeField()
+    can_delete = serializers.BooleanField()
+
+
+class ShareLinkOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    run = serializers.IntegerField()
+    label = serializers.CharField(allow_blank=True)
+    url = serializers.CharField(help_text="The page the link opens.")
+    token = serializers.CharField(allow_null=True, help_text="null once revoked.")
+    created_by = serializers.CharField()
+    created = serializers.DateTimeField()
+    revoked = serializers.BooleanField()
+
+
+NOTES = inline_serializer("NoteList", {"results": NoteOut(many=True)})
+LINKS = inline_serializer("ShareLinkList", {"results": ShareLinkOut(many=True)})
+COMPARED = inline_serializer("Comparison", {
+    "runs": serializers.ListField(child=serializers.DictField(), help_text="Each run's summary, in the order asked."),
+    "differences": serializers.ListField(child=inline_serializer("Difference", {
+        "path": serializers.CharField(help_text='A dotted setting, e.g. "optim.lr".'),
+        "values": serializers.ListField(child=serializers.JSONField(), help_text="Each run's value, in order."),
+    }), help_text="The settings where the runs differ."),
+})  # fmt: skip
+RUN_ID = id_parameter("run_id", "The run.", OpenApiParameter.PATH)
 
 
 class RunNotesView(APIView):
@@ -48,14 +89,19 @@ class RunNotesView(APIView):
     # as everywhere in the API), then check(..., EDIT).
     permission_classes = [IsAuthenticatedOrReadOnly]
 
+    @extend_schema(parameters=[RUN_ID, id_parameter("rollout", "Only the notes on this rollout."),
+                               OpenApiParameter("tag", str, description="Only notes of this tag."),
+                               OpenApiParameter("q", str, description="Text in the note or its tag, any case."), SHARE],
+                   responses=NOTES)  # fmt: skip
     def get(self, request: Request, run_id: int) -> Response:
         run = readable_run(request, run_id)
         notes = Note.objects.filter(run=run).select_related("rollout", "author")
         params = request.query_params
         if params.get("rollout"):
-            if not params["rollout"].isdigit():
+            rollout_id = as_id(params["rollout"])
+            if rollout_id is None:
                 raise ValidationError({"rollout": f"must be a rollout id, got {params['rollout']!r}"})
-            notes = notes.filter(rollout_id=int(params["rollout"]))
+            notes = notes.filter(rollout_id=rollout_id)
         if params.get("tag"):
             notes = notes.filter(tag=params["tag"])
         if params.get("q"):
@@ -63,6 +109,7 @@ class RunNotesView(APIView):
         is_owner = role_in(request.user, run.team_id) == OWNER
         return Response({"results": [n.as_dict(_may_delete(request.user, n, is_owner)) for n in notes[:NOTES_LIMIT]]})
 
+    @extend_schema(parameters=[RUN_ID], request=NoteIn, responses={201: NoteOut})
     def post(self, request: Request, run_id: int) -> Response:
         run = get_object_or_404(Run, pk=run_id)
         check(request.user, run, EDIT)
@@ -87,6 +134,7 @@ class RunNotesView(APIView):
 class NoteView(APIView):
     permission_classes = [IsAuthenticated]
 
+    @extend_schema(parameters=[id_parameter("note_id", "The note.", OpenApiParameter.PATH)], responses={204: None})
     def delete(self, request: Request, note_id: int) -> Response:
         note = get_object_or_404(Note.objects.select_related("run"), pk=note_id)
         role = role_in(request.user, note.run.team_id)
@@ -107,12 +155,14 @@ class ShareLinkIn(serializers.Serializer):
 class RunShareLinksView(APIView):
     permission_classes = [IsAuthenticated]
 
+    @extend_schema(parameters=[RUN_ID], responses=LINKS)
     def get(self, request: Request, run_id: int) -> Response:
         run = get_object_or_404(Run, pk=run_id)
         check(request.user, run, EDIT)
         links = run.share_links.select_related("created_by")
         return Response({"results": [link.as_dict() for link in links]})
 
+    @extend_schema(parameters=[RUN_ID], request=ShareLinkIn, responses={201: ShareLinkOut})
     def post(self, request: Request, run_id: int) -> Response:
         run = get_object_or_404(Run, pk=run_id)
         check(request.user, run, EDIT)
@@ -125,6 +175,11 @@ class RunShareLinksView(APIView):
 class RevokeShareLinkView(APIView):
     permission_classes = [IsAuthenticated]
 
+    @extend_schema(
+        parameters=[id_parameter("link_id", "The share link.", OpenApiParameter.PATH)],
+        request=None,
+        responses=ShareLinkOut,
+    )
     def post(self, request: Request, link_id: int) -> Response:
         link = get_object_or_404(ShareLink.objects.select_related("run", "created_by"), pk=link_id)
         check(request.user, link.run, EDIT)
@@ -148,6 +203,14 @@ def parse_run_ids(raw: str | None) -> list[int]:
 class CompareView(APIView):
     permission_classes = [IsAuthenticated]
 
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "runs", str, required=True, description=(f"Run ids separated by commas, 1 to {MAX_COMPARE}.")
+            )
+        ],
+        responses={200: COMPARED, 404: ERROR_404},
+    )
     def get(self, request: Request) -> Response:
         ids = parse_run_ids(request.query_params.get("runs"))
         runs = []

@@ -113,8 +113,8 @@ class DatasetsTest(StudioTestCase):
         self.assertEqual([(e["row"], e["field"]) for e in dataset.errors], [(2, "messages"), (3, "messages[0]")])
 
     def test_a_row_the_run_would_refuse_is_an_error_here_too(self):
-        from trainers.data.readers import DataError
         from trainers.data.prompts import load_rows
+        from trainers.data.readers import DataError
         from trainers.spec import DataSpec
 
         rows = [

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from studio.datasets.files import DatasetFileError, Inspection, detect_format, inspect_dataset
+from trainers.data.prompts import load_rows
 from trainers.data.readers import DataError, RowError
 from trainers.data.rows import PromptRow
-from trainers.data.prompts import load_rows
 from trainers.spec import DataSpec
 
 CHAT = [

@@ -11,8 +11,8 @@ def trainer_metric_keys() -> set[str]:
     import torch
 
     from tests.trainers.run.test_loop import STEP_KEYS
-    from trainers.algorithms.policy_losses import PolicyLossOutput
     from trainers.algorithms.mismatch import logprob_gap
+    from trainers.algorithms.policy_losses import PolicyLossOutput
 
     zero = torch.tensor(0.0)
     losses = PolicyLossOutput(*[zero] * 6).metrics()

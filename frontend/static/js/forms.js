@@ -1,0 +1,8 @@
+// Plain forms: a <select data-refresh-on-change> (a criterion's or an environment's kind) submits
+// its form's "refresh" button when it changes, so the server renders that kind's fields. Instead
+// of an inline onchange handler, which the Content-Security-Policy does not run.
+document.addEventListener("change", (event) => {
+  const field = event.target.closest("[data-refresh-on-change]");
+  const refresh = field && field.form && field.form.querySelector('[name="action"][value="refresh"]');
+  if (refresh) refresh.click();
+});
