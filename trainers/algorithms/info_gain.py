@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from trainers.data.prompts import protected_markers, text_ids
 from trainers.episodes import Episode
 from trainers.update.batches import TokenBatch
 from trainers.update.logprobs import token_logprobs
@@ -103,10 +104,11 @@ def reference_answers(tokenizer: Any, episodes: Sequence[Episode], field: str) -
     """Each episode's reference answer (`episode.fields[field]`, as text) tokenised without special
     tokens, as it would follow the context; None where the row has no such field or it is empty."""
     out: list[list[int] | None] = []
+    markers = protected_markers(tokenizer, "")
     for episode in episodes:
         value = episode.fields.get(field)
         text = "" if value is None else str(value).strip()
-        out.append(tokenizer.encode(text, add_special_tokens=False) if text else None)
+        out.append(text_ids(tokenizer, text, markers) if text else None)  # text stays text: no special tokens
     return out
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from trainers.curriculum.stats import rollout_passed
-from trainers.data.prompts import Hint, Prompt
+from trainers.data.prompts import Hint, Prompt, protected_markers, text_ids
 from trainers.rewards.sample import RubricResult
 
 
@@ -94,7 +94,8 @@ def hinted_prompt(prompt: Prompt, tokenizer, hint_field: str, fraction: float) -
     solution = prompt.row.fields.get(hint_field)
     if solution is None or not str(solution).strip():
         return None
-    ids = tokenizer(str(solution), add_special_tokens=False).input_ids
+    # A dataset's solution is text: it never becomes the template's special tokens.
+    ids = text_ids(tokenizer, str(solution), protected_markers(tokenizer, ""))
     n = hint_token_count(len(ids), fraction)
     if n == 0:
         return None

@@ -115,3 +115,13 @@ def test_a_group_passing_at_the_rubric_threshold_is_not_hinted(tiny_tokenizer):
     group = Scored(prompt(), [RubricResult(reward=0.5, scores={}, passed=True)])
     out, hinted = hinter.retry([group], lambda prompts, sizes: pytest.fail("no retry expected"))
     assert out == [group] and hinted == []
+
+
+def test_a_solution_holding_the_templates_markers_opens_the_answer_as_text(tiny_tokenizer):
+    # A dataset's solution is text: "<|system|>" in it never becomes the template's marker token.
+    marker = "<|system|>"
+    hinted = hinted_prompt(prompt(solution=f"the cat {marker} sat on the mat"), tiny_tokenizer, "solution", 1.0)
+    marker_id = tiny_tokenizer.convert_tokens_to_ids(marker)
+    hint_ids = hinted.token_ids[len(prompt().token_ids) :]
+    assert len(hint_ids) == hinted.hint.num_tokens and marker_id not in hint_ids
+    assert marker in hinted.hint.text

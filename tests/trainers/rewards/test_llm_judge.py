@@ -175,3 +175,12 @@ def test_a_local_model_judge_loads_once_and_gives_an_error_when_it_writes_no_sco
 def test_the_key_variable_must_be_an_api_key_so_a_rubric_cannot_exfiltrate_other_settings(name):
     with pytest.raises(ValueError, match="api_key_env"):
         build_criterion("llm_judge", {"model": "judge-1", "rubric": RUBRIC, "api_key_env": name})
+
+
+def test_a_reply_of_long_gaps_is_read_in_linear_time():
+    # "score" then 20,000 spaces and no colon took 2 s with a pattern of two \s* around \**.
+    params = LLMJudgeParams(model="m", rubric="r")
+    started = time.perf_counter()
+    result = parse_score(("score" + " " * 20_000 + "x ") * 5 + "Score: 7", params)
+    assert time.perf_counter() - started < 0.5
+    assert result.error is None and result.score == pytest.approx((7 - params.score_min) / (params.score_max - params.score_min))

@@ -33,7 +33,7 @@ from trainers.spec import ModelSpec
 
 MAX_CONCURRENT_REQUESTS = 8
 # "Score: 7", "score = 7.5", "**Score:** 7/10": the number after the last "score" label.
-SCORE_PATTERN = re.compile(r"score\s*\**\s*[:=]\s*\**\s*(-?\d+(?:\.\d+)?)", re.IGNORECASE)
+SCORE_PATTERN = re.compile(r"score[\s*]*[:=][\s*]*(-?\d+(?:\.\d+)?)", re.IGNORECASE)  # one class per gap: linear
 
 SYSTEM_PROMPT = (
     "You are a careful, strict grader. Grade the response against the rubric. "
