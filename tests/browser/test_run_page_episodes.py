@@ -43,9 +43,14 @@ def test_an_episode_with_a_tool_error_opens_as_a_conversation(browser, studio, l
     page, errors = owner_page(browser, studio, live_run)
     page.wait_for_selector(ROWS)
     filter_by(page, tool_errors="1")
-    rows = listed(page)
+    # The list and its tags read in one go: live rollouts keep arriving between two reads.
+    rows, tagged = page.evaluate(
+        "(rows) => [studioRunPage.rollouts.items.map(({tool_errors, tools_used}) => ({tool_errors, tools_used})), "
+        "document.querySelectorAll(rows + ' .tag.tool-errors').length]",
+        ROWS,
+    )
     assert rows and all(r["tool_errors"] > 0 and "python" in r["tools_used"] for r in rows)
-    assert page.locator(f"{ROWS} .tag.tool-errors").count() == len(rows)
+    assert tagged == len(rows)
     page.locator(ROWS).first.click()
     page.wait_for_selector(".rollout-detail .episode article.turn")
     detail = page.locator(".rollout-detail")

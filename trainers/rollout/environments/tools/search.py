@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
@@ -45,6 +46,25 @@ class Document:
     text: str
 
 
+def _bm25s() -> Any:
+    """bm25s, imported on the first index a process builds (so importing the tools stays light),
+    without numba: bm25s imports numba whenever it is installed (vLLM's CPU build installs it), and
+    numba's llvmlite, once loaded, breaks vLLM's kernel rebinding later in the same process (vLLM
+    0.32's triton_utils scan of sys.modules fails on an llvmlite object: a worker that ran a search
+    episode could no longer start a vLLM engine). The index uses the numpy backend anyway."""
+    if "bm25s" in sys.modules:
+        return sys.modules["bm25s"]
+    blocked = "numba" not in sys.modules
+    if blocked:
+        sys.modules["numba"] = None  # type: ignore[assignment]  # `import numba` raises ImportError
+    try:
+        import bm25s  # deferred: see the docstring
+    finally:
+        if blocked:
+            del sys.modules["numba"]
+    return bm25s
+
+
 class BM25:
     """The index of `documents` (title and text together); `search` returns (score, index) pairs,
     best first, ties to the earlier document.
@@ -53,10 +73,7 @@ class BM25:
     (k1 + 1); scores here multiply it back, so they are the formula above (same ranking)."""
 
     def __init__(self, documents: list[Document], k1: float = 1.5, b: float = 0.75) -> None:
-        # bm25s imports numba when it is installed (about 0.6 s): deferred to the first index a
-        # process builds, so importing the tools stays light.
-        import bm25s
-
+        bm25s = _bm25s()
         self.documents = documents
         self.k1, self.b = k1, b
         # Token ids made here rather than by bm25s.tokenize, whose Python loop over every token took

@@ -2,6 +2,9 @@
 
 import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +73,17 @@ def test_a_missing_collection_or_field_is_a_clear_error(tmp_path, collection):
         search({"dataset": str(tmp_path / "none.jsonl")}, "cat")
     with pytest.raises(ToolError, match="no text field 'body'"):
         search({"dataset": str(collection), "text_field": "body"}, "cat")
+
+
+def test_building_an_index_never_loads_numba():
+    # numba's llvmlite, once loaded, broke vLLM's kernel rebinding later in the same process
+    # (a worker that ran a search episode could no longer start a vLLM engine).
+    code = (
+        "import json, sys\n"
+        "from trainers.rollout.environments.tools.search import BM25, Document\n"
+        "index = BM25([Document('a', 'the cat sat'), Document('b', 'a dog ran')])\n"
+        "print(json.dumps([[doc for _, doc in index.search('cat', 1)], [m for m in ('numba', 'llvmlite') if m in sys.modules]]))"
+    )
+    root = Path(__file__).resolve().parents[5]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [[0], []]
