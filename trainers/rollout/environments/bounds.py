@@ -57,12 +57,13 @@ def plain(value: Any, what: str) -> str:
     return value if type(value) is str else str.__getitem__(value, slice(0, str.__len__(value)))
 
 
-def text(value: Any, limit: int, what: str = "text") -> tuple[str, bool]:
+def text(value: Any, limit: int, what: str = "text", more: int = 0) -> tuple[str, bool]:
     """(`value` as clean text cut to `limit` characters with a note saying how many more there
-    were, whether it was cut)."""
+    were, whether it was cut). `more`: characters already cut before it came (a tool that clipped
+    its own output in the sandbox)."""
     value = plain(value, what)
-    more = len(value) - limit
-    if more <= 0:
+    more = max(more, 0) + max(len(value) - limit, 0)
+    if not more:
         return clean(value), False
     return f"{clean(value[:limit])}\n[truncated: {more} more characters]", True
 

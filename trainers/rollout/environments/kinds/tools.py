@@ -32,14 +32,6 @@ from trainers.rollout.environments.tools.sandboxed import MAX_CALLS_PER_TURN
 PYTHON_FENCE_NOTE = "To run Python code, you may also write it in a ```python fenced block: the python tool runs it."
 
 
-def clip(text: str, limit: int, more: int = 0) -> tuple[str, bool]:
-    """`text` cut to `limit` characters, with a note saying how many more there were."""
-    more = max(more, 0) + max(len(text) - limit, 0)
-    if not more:
-        return bounds.clean(text), False
-    return f"{bounds.clean(text[:limit])}\n[truncated: {more} more characters]", True
-
-
 @ENVIRONMENTS.register("tools")
 class ToolsEnvironment(Environment):
     params_model = ToolsParams
@@ -119,9 +111,7 @@ class ToolsEnvironment(Environment):
         if not isinstance(text, str) or not isinstance(more, int):  # a tool's bug: what it gave is not read
             call.error = f"the tool failed: it returned a {type(text).__name__}, not text"
             text, more = f"error: {call.error}", 0
-        call.result, call.truncated = clip(
-            bounds.plain(text, "the tool's result"), self.limits.max_observation_chars, more
-        )
+        call.result, call.truncated = bounds.text(text, self.limits.max_observation_chars, "the tool's result", more)
         call.seconds = time.monotonic() - started
 
     def state(self) -> str:

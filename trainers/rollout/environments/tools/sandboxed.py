@@ -13,10 +13,10 @@ included, may have been rebound by the model's code): callers check it with `rep
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
+from trainers.rollout.environments import bounds
 from trainers.rollout.environments.base import EpisodeLimits
 from trainers.sandbox.process import CallResult, Limits, SandboxError, WorkerPool
 
@@ -27,7 +27,6 @@ MAX_CALLS_PER_TURN = 8
 # that writes `while True` every turn must not cost max_turns x tool_timeout_s.
 GIVE_UP_AFTER_TIMEOUTS = 2
 INTERPRETER = Path(__file__).with_name("_interpreter.py")
-SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class MalformedValue(ValueError):
@@ -40,7 +39,7 @@ def reply_text(value: Any, limit: int, what: str, *, keep_end: bool = False) -> 
     str (JSON gives no subclass); lone surrogates become U+FFFD so the text can be encoded."""
     if type(value) is not str:
         raise MalformedValue(f"{what} came back as {type(value).__name__}, not text")
-    return SURROGATE.sub("\ufffd", value[-limit:] if keep_end and limit else value[:limit])
+    return bounds.clean(value[-limit:] if keep_end and limit else value[:limit])
 
 
 def reply_count(value: Any, what: str) -> int:
