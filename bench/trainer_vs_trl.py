@@ -3,10 +3,13 @@
     pip install "trl==1.16.0"        # for this benchmark only (not in requirements.txt); it adds
                                      # nothing else to the project's venv (pip install --dry-run)
     python bench/trainer_vs_trl.py --quick          # a few minutes: every case, tiny shapes, one step
-    python bench/trainer_vs_trl.py                  # every case, float32 and bfloat16 (30-40 min)
+    python bench/trainer_vs_trl.py                  # every case, float32 and bfloat16 (hours on a CPU)
     python bench/trainer_vs_trl.py --cases real --precisions bfloat16
+    python bench/trainer_vs_trl.py --cases pretrained               # the real pretrained model, both precisions
+    python bench/trainer_vs_trl.py --cases pretrained --quick       # smoke: 2 prompts x 2 completions, 16 tokens
 
-Cases (each in float32 and in bfloat16 unless `--precisions` says otherwise):
+Cases (each in float32 and in bfloat16 unless `--precisions` says otherwise). "real" is a random
+model with real *shapes*; "pretrained" is a real pretrained model:
 
 - **fixed** (`--sizes tiny,small`): models built by `trainers.demos.tiny` ("tiny" ~1 M, "small"
   ~14 M parameters, 768-token vocabulary), 8 prompts x 8 completions of exactly 64 tokens.
@@ -20,6 +23,16 @@ Cases (each in float32 and in bfloat16 unless `--precisions` says otherwise):
   Qwen models), 4 prompts x 8 completions of up to 512 tokens with skewed lengths
   (`make_lengths_skewed`: about 3 in 4 completions end near 16 tokens, the rest run to 512),
   micro-batch 8. Prints peak resident memory as well.
+- **pretrained** (real pretrained model): SmolLM2-135M-Instruct as `./studioctl setup` converts
+  it (`trainers.pretrained.install(SMOLLM2, ...)`: bf16 weights loaded as float32 on both sides,
+  30 layers, hidden 576, 49,152-token vocabulary, ChatML template, EOS = pad = `<|im_end|>`;
+  `--model PATH` for another folder), unedited. 8 prompts x 8 completions of up to 128 tokens
+  (`--pretrained-max-new-tokens`) ending at the model's own EOS (nothing suppressed), micro-batch
+  `--micro-batch` (16). The prompts are short real questions (`CHAT_QUESTIONS`) rendered through
+  the model's chat template (its default system message included) on both sides; the bench
+  checks that both sides trained on the same prompt token ids. Both sides sample, so their
+  completion lengths differ: the bench prints each side's length distribution and completion
+  tokens per second, and the time ratio per token beside the ratio per step.
 
 Same settings on both sides: prompts, reward (our rubric, called from TRL through a reward
 function), group size (num_generations), max new tokens, temperature 1, top-p 1, no top-k, lr,
@@ -43,6 +56,13 @@ exist) is always on and is plain torch, so TRL's memory figure includes it.
 Every round runs each side in a fresh subprocess (ours, then TRL), so the peak resident set
 (`VmHWM`) is that side's alone (imports, model, optimiser, activations); the first step of
 each round is a warm-up that is not counted.
+
+Device: both sides use CUDA when torch sees it (ours through the loop's own choice, TRL with
+`use_cpu=False`), else the CPU. On CUDA the peak memory compared is the process's
+`torch.cuda.max_memory_allocated` (our loop resets that gauge every step for its
+`perf/gpu_mem_peak_gb` metric; the bench turns the reset off so both read the whole process's
+peak, TRL's memory tracker stays off with `skip_memory_metrics`), peak RSS is printed beside it,
+and step times end on `torch.cuda.synchronize()`.
 """
 
 from __future__ import annotations
@@ -73,6 +93,16 @@ QUESTIONS = [
     "What is 60 + 9?",
     "Write the word seven.",
 ]
+CHAT_QUESTIONS = [  # the pretrained case's prompts: a chat model's kind of question, short and long answers
+    "What is the capital of France?",
+    "Explain in two sentences why the sky is blue.",
+    "What is 17 times 3?",
+    "Give me three tips for sleeping better.",
+    "Translate 'good morning' into Spanish.",
+    "Write a haiku about the sea.",
+    "What is the boiling point of water in Fahrenheit?",
+    "Name two planets larger than Earth.",
+]
 REAL_VOCAB = 151_936  # Qwen2/2.5/3's vocabulary size
 REAL_DIMS = {"hidden": 512, "layers": 4, "heads": 8, "intermediate": 1536}
 PHASES = ("timing/generate_s", "timing/score_s", "timing/old_ref_s", "timing/train_s", "cpu/generate_s")
@@ -82,8 +112,8 @@ PHASES = ("timing/generate_s", "timing/score_s", "timing/old_ref_s", "timing/tra
 class Case:
     """One row of the table: a model, a length regime and a batch shape."""
 
-    size: str  # "tiny", "small" (trainers.demos.tiny) or "real"
-    kind: str  # "fixed", "eos" or "real"
+    size: str  # "tiny", "small" (trainers.demos.tiny), "real" or "pretrained"
+    kind: str  # "fixed", "eos", "real" (real shapes, random model) or "pretrained" (real pretrained model)
     prompts: int
     group_size: int
     max_new_tokens: int
@@ -92,11 +122,13 @@ class Case:
 
     @property
     def name(self) -> str:
+        if self.kind == "pretrained":
+            return "pretrained"
         return "real shapes" if self.kind == "real" else f"{self.size} {self.kind}"
 
 
-def write_dataset(path: Path, n_prompts: int) -> Path:
-    rows = [{"prompt": QUESTIONS[i % len(QUESTIONS)], "answer": "a"} for i in range(n_prompts)]
+def write_dataset(path: Path, n_prompts: int, questions: list[str] = QUESTIONS) -> Path:
+    rows = [{"prompt": questions[i % len(questions)], "answer": "a"} for i in range(n_prompts)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -154,18 +186,30 @@ def rss_mb(field: str = "VmRSS") -> float:
     return float("nan")
 
 
+def cuda_mb() -> float | None:
+    """CUDA memory allocated now, MiB (None on a CPU)."""
+    import torch
+
+    return torch.cuda.memory_allocated() / 2**20 if torch.cuda.is_available() else None
+
+
 # --- ours ------------------------------------------------------------------------------------
 
 
 def run_ours(job: dict) -> dict:
     """Times, phases and lengths of `job["steps"]` steps of a fresh trainer, warm-up included."""
+    import torch
+
     from trainers.report import MemoryReporter
     from trainers.run.loop import Trainer
     from trainers.spec import RunSpec
 
+    cuda = torch.cuda.is_available()
+    if cuda:  # the loop resets the gauge every step (its per-step metric): keep the process's peak, as TRL's
+        torch.cuda.reset_peak_memory_stats = lambda *a, **kw: None
     spec = RunSpec.model_validate(job["spec"])
     trainer = Trainer(spec, MemoryReporter())
-    start_rss = rss_mb()
+    start_rss, start_cuda = rss_mb(), cuda_mb()
     if job["fixed_length"]:
         trainer.engine.eos_ids = [-1]  # never sampled: every completion runs to max_new_tokens
     generate = trainer.engine.generate
@@ -179,18 +223,30 @@ def run_ours(job: dict) -> dict:
             gen_cpu[0] += time.process_time() - c0
 
     trainer.engine.generate = timed_generate
-    times, phases, lengths = [], [], []
+    times, phases, lengths, prompts = [], [], [], []
     try:
         for _ in range(job["steps"]):
             t0, c0 = time.perf_counter(), time.process_time()
             gen_cpu[0] = 0.0
             metrics = trainer.step() | {"cpu/generate_s": gen_cpu[0]}
+            if cuda:
+                torch.cuda.synchronize()
             times.append((time.perf_counter() - t0, time.process_time() - c0))
             phases.append({k: metrics.get(k, float("nan")) for k in PHASES})
-            lengths.append([len(ep.completion_ids) for grp in trainer.last_groups for ep in grp.episodes])
+            episodes = [ep for grp in trainer.last_groups for ep in grp.episodes]
+            lengths.append([len(ep.completion_ids) for ep in episodes])
+            if not prompts:  # the first step's prompts, as token ids (compared with TRL's)
+                prompts = sorted({tuple(ep.prompt_ids) for ep in episodes})
     finally:
         trainer.close()
-    return {"times": times, "phases": phases, "lengths": lengths, "start_rss_mb": start_rss}
+    return {
+        "times": times,
+        "phases": phases,
+        "lengths": lengths,
+        "start_rss_mb": start_rss,
+        "start_cuda_mb": start_cuda,
+        "prompt_ids": prompts,
+    }
 
 
 # --- TRL -------------------------------------------------------------------------------------
@@ -262,6 +318,7 @@ def run_trl(job: dict) -> dict:
         disable_tqdm=True,
         seed=optim["seed"],
         dataloader_num_workers=0,
+        skip_memory_metrics=True,  # its tracker resets the CUDA peak gauge
     )
 
     class StepTimer(TrainerCallback):
@@ -273,6 +330,8 @@ def run_trl(job: dict) -> dict:
             self.starts.append((time.perf_counter(), time.process_time()))
 
         def on_step_end(self, args, state, control, **kwargs):
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
             self.ends.append((time.perf_counter(), time.process_time()))
 
     timer = StepTimer()
@@ -287,13 +346,17 @@ def run_trl(job: dict) -> dict:
         processing_class=tokenizer,
         callbacks=[timer],
     )
-    start_rss = rss_mb()
+    start_rss, start_cuda = rss_mb(), cuda_mb()
     lengths: list[list[int]] = []
+    prompts: list[tuple[int, ...]] = []
     original = trainer._generate_and_score_completions
 
-    def counting(inputs):  # record how many tokens each completion got
+    def counting(inputs):  # record how many tokens each completion got (and the first step's prompt ids)
         out = original(inputs)
         lengths.append([int(n) for n in out["completion_mask"].sum(-1).tolist()])
+        if not prompts:
+            ids, mask = out["prompt_ids"].cpu(), out["prompt_mask"].cpu().bool()
+            prompts.extend(sorted({tuple(row[m].tolist()) for row, m in zip(ids, mask, strict=True)}))
         return out
 
     trainer._generate_and_score_completions = counting
@@ -302,7 +365,13 @@ def run_trl(job: dict) -> dict:
     # on_step_begin fires at the first micro-batch of the accumulation window, which is when
     # TRL generates the whole window's completions: begin -> end is the full GRPO step.
     times = [(e[0] - s[0], e[1] - s[1]) for s, e in zip(timer.starts, timer.ends, strict=True)]
-    return {"times": times, "lengths": lengths, "start_rss_mb": start_rss}
+    return {
+        "times": times,
+        "lengths": lengths,
+        "start_rss_mb": start_rss,
+        "start_cuda_mb": start_cuda,
+        "prompt_ids": prompts,
+    }
 
 
 def worker(job_path: Path) -> int:
@@ -313,6 +382,8 @@ def worker(job_path: Path) -> int:
     torch.set_num_threads(job["threads"])
     result = run_ours(job) if job["side"] == "ours" else run_trl(job)
     result["peak_rss_mb"] = rss_mb("VmHWM")
+    if torch.cuda.is_available():
+        result["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
     job_path.with_suffix(".result.json").write_text(json.dumps(result))
     return 0
 
@@ -426,10 +497,14 @@ def make_lengths_skewed(model_dir: Path, short_frac: float, short_len: int, n_to
     return stats
 
 
-def build_case_model(case: Case, work: Path, eos_prob: float) -> Path:
-    """The case's model folder, built once and shared by both precisions and both sides."""
+def build_case_model(case: Case, work: Path, eos_prob: float, pretrained: Path | None = None) -> Path:
+    """The case's model folder, built once and shared by both precisions and both sides (the
+    pretrained case's is `pretrained`, as installed: never edited)."""
     from trainers.demos.tiny import build_tiny_model
 
+    if case.kind == "pretrained":
+        assert pretrained is not None, "main resolves the pretrained model's folder"
+        return pretrained
     model_dir = work / f"model-{case.size}-{case.kind}"
     if model_dir.exists():
         return model_dir
@@ -480,19 +555,40 @@ def length_summary(lengths: list[list[int]]) -> str:
     return f"mean {statistics.mean(flat):.1f}, min {flat[0]}, median {q(0.5)}, p90 {q(0.9)}, max {flat[-1]}"
 
 
+def memory_of(out: dict) -> float:
+    """A side's peak memory, MiB: CUDA's max_memory_allocated on a GPU, else peak RSS."""
+    return out["peak_cuda_mb"] if out.get("peak_cuda_mb") is not None else out["peak_rss_mb"]
+
+
+def prompts_note(prompt_ids: dict[str, list]) -> str:
+    """Whether both sides' first steps saw the same prompt token ids."""
+    if len(prompt_ids) < 2:
+        return ""
+    ours, trl = ({tuple(p) for p in ids} for ids in prompt_ids.values())
+    sizes = sorted(len(p) for p in ours)
+    if ours == trl:
+        return f"same prompt token ids on both sides ({len(ours)} prompts of {sizes[0]}-{sizes[-1]} tokens)"
+    return f"PROMPT TOKEN IDS DIFFER: ours {len(ours)} prompts, TRL {len(trl)}, {len(ours & trl)} shared"
+
+
 def bench_case(case: Case, precision: str, args: argparse.Namespace, work: Path) -> dict:
-    model_dir = build_case_model(case, work, args.eos_prob)
-    data = write_dataset(work / f"data-{case.prompts}.jsonl", case.prompts)
+    model_dir = build_case_model(case, work, args.eos_prob, args.pretrained_dir)
+    if case.kind == "pretrained":
+        data = write_dataset(work / f"data-chat-{case.prompts}.jsonl", case.prompts, CHAT_QUESTIONS)
+    else:
+        data = write_dataset(work / f"data-{case.prompts}.jsonl", case.prompts)
     tag = f"{case.size}-{case.kind}-{precision}"
     spec = make_spec(model_dir, data, work / f"ours-{tag}", case, precision, args.ours_optim)
-    lengths_note = (
-        f"x {case.max_new_tokens} new tokens"
-        if case.kind == "fixed"
-        else f"x up to {case.max_new_tokens} tokens, ending at EOS"
-    )
+    if case.kind == "fixed":
+        lengths_note = f"x {case.max_new_tokens} new tokens"
+    elif case.kind == "pretrained":
+        lengths_note = f"x up to {case.max_new_tokens} tokens, ending at the model's own EOS; chat prompts"
+    else:
+        lengths_note = f"x up to {case.max_new_tokens} tokens, ending at EOS"
     print(
         f"\n== {case.name}, {precision}: {args.params[case.size] / 1e6:.1f} M parameters, {case.prompts} prompts x "
-        f"{case.group_size} completions {lengths_note}, micro-batch {case.micro_batch}, {args.threads} threads =="
+        f"{case.group_size} completions {lengths_note}, micro-batch {case.micro_batch}, {args.threads} threads, "
+        f"{args.device} =="
     )
     job = {
         "spec": spec,
@@ -503,8 +599,9 @@ def bench_case(case: Case, precision: str, args: argparse.Namespace, work: Path)
         "threads": args.threads,
     }
     sides: dict[str, dict] = {
-        side: {"times": [], "lengths": [], "peak": [], "start": [], "phases": []} for side in args.sides
+        side: {"times": [], "lengths": [], "peak": [], "rss": [], "start": [], "phases": []} for side in args.sides
     }
+    prompt_ids: dict[str, list] = {}
     for r in range(args.rounds):
         for side in args.sides:
             out = run_side(side, job, work, f"{tag}-{r}")
@@ -514,22 +611,35 @@ def bench_case(case: Case, precision: str, args: argparse.Namespace, work: Path)
             acc = sides[side]
             acc["times"] += out["times"][1:]
             acc["lengths"] += out["lengths"][1:]
-            acc["peak"].append(out["peak_rss_mb"])
+            acc["peak"].append(memory_of(out))
+            acc["rss"].append(out["peak_rss_mb"])
             acc["start"].append(out["start_rss_mb"])
             acc["phases"] += out.get("phases", [])[1:]
+            prompt_ids.setdefault(side, out.get("prompt_ids", []))
+            if out.get("peak_cuda_mb") is not None:
+                memory = (
+                    f"peak CUDA {out['peak_cuda_mb']:,.0f} MiB (after loading {out['start_cuda_mb']:,.0f}), "
+                    f"peak RSS {out['peak_rss_mb']:,.0f} MiB"
+                )
+            else:
+                memory = f"peak RSS {out['peak_rss_mb']:,.0f} MiB (after loading {out['start_rss_mb']:,.0f})"
             print(
-                f"  round {r + 1} {side:>4}: {fmt(out['times'][1:])}; peak RSS {out['peak_rss_mb']:,.0f} MiB"
-                f" (after loading {out['start_rss_mb']:,.0f}); tokens/completion {length_summary(out['lengths'][1:])}"
+                f"  round {r + 1} {side:>4}: {fmt(out['times'][1:])}; {memory}; "
+                f"tokens/completion {length_summary(out['lengths'][1:])}"
             )
-    result = {"case": case.name, "precision": precision}
+    result = {"case": case.name, "precision": precision, "device": args.device}
     for side, acc in sides.items():
         if not acc["times"]:
             continue
+        tokens = sum(n for step in acc["lengths"] for n in step)
         result[side] = {
             "wall_s": statistics.median(t[0] for t in acc["times"]),
             "cpu_s": statistics.median(t[1] for t in acc["times"]),
-            "peak_rss_mb": max(acc["peak"]),
+            "peak_mb": max(acc["peak"]),  # CUDA max_memory_allocated on a GPU, else peak RSS
+            "peak_rss_mb": max(acc["rss"]),
             "mean_tokens": statistics.mean(n for step in acc["lengths"] for n in step),
+            "wall_tokens_per_s": tokens / sum(t[0] for t in acc["times"]),  # completion tokens
+            "cpu_tokens_per_s": tokens / sum(t[1] for t in acc["times"]),
         }
     if "ours" in sides and sides["ours"]["phases"]:
         med = {k: statistics.median(p[k] for p in sides["ours"]["phases"]) for k in PHASES}
@@ -539,13 +649,25 @@ def bench_case(case: Case, precision: str, args: argparse.Namespace, work: Path)
             f"{med['timing/score_s']:.3f}, old/ref logprobs {med['timing/old_ref_s']:.3f}, train (passes) "
             f"{med['timing/train_s'] - med['timing/old_ref_s']:.3f}; generate CPU {med['cpu/generate_s']:.3f}"
         )
+    note = prompts_note(prompt_ids)
+    if note:
+        result["same_prompts"] = not note.startswith("PROMPT")
+        print(f"  {note}")
     if "ours" in result and "trl" in result:
         o, t = result["ours"], result["trl"]
+        memory = "CUDA max allocated" if args.device == "cuda" else "peak RSS"
         print(
             f"  median of {len(sides['ours']['times'])}: wall ours {o['wall_s']:.3f} / TRL {t['wall_s']:.3f} s/step "
             f"= {o['wall_s'] / t['wall_s']:.2f}; CPU {o['cpu_s']:.3f} / {t['cpu_s']:.3f} = "
-            f"{o['cpu_s'] / t['cpu_s']:.2f}; peak RSS {o['peak_rss_mb']:,.0f} / {t['peak_rss_mb']:,.0f} MiB = "
-            f"{o['peak_rss_mb'] / t['peak_rss_mb']:.2f}   (goal: <= 0.50)"
+            f"{o['cpu_s'] / t['cpu_s']:.2f}; {memory} {o['peak_mb']:,.0f} / {t['peak_mb']:,.0f} MiB = "
+            f"{o['peak_mb'] / t['peak_mb']:.2f}   (goal: <= 0.50)"
+        )
+        print(
+            f"  completion tokens: mean {o['mean_tokens']:.1f} ours / {t['mean_tokens']:.1f} TRL per completion; "
+            f"{o['wall_tokens_per_s']:,.1f} / {t['wall_tokens_per_s']:,.1f} tokens per wall s "
+            f"({o['cpu_tokens_per_s']:,.1f} / {t['cpu_tokens_per_s']:,.1f} per CPU s): time per token ours / TRL "
+            f"{t['wall_tokens_per_s'] / o['wall_tokens_per_s']:.2f} wall, "
+            f"{t['cpu_tokens_per_s'] / o['cpu_tokens_per_s']:.2f} CPU"
         )
     return result
 
@@ -556,9 +678,12 @@ def fmt(times: list[tuple[float, float]]) -> str:
 
 def print_table(results: list[dict], clock: str) -> None:
     key = f"{clock}_s"
-    print(f"\nsummary ({clock} s/step, medians; peak resident memory MiB; ours / TRL):")
+    rate = f"{clock}_tokens_per_s"
+    device = results[0].get("device", "cpu") if results else "cpu"
+    memory = "CUDA max_memory_allocated" if device == "cuda" else "peak resident memory"
+    print(f"\nsummary ({clock} s/step, medians; {memory} MiB; completion tokens per {clock} s; ours / TRL):")
     print(f"{'case':<14} {'precision':<9} {'ours s':>8} {'TRL s':>8} {'ratio':>6} {'ours MiB':>9} {'TRL MiB':>9} "
-          f"{'ratio':>6} {'tokens ours/TRL':>16}")  # fmt: skip
+          f"{'ratio':>6} {'tokens ours/TRL':>16} {'tok/s ours/TRL':>17} {'s/tok ratio':>11}")  # fmt: skip
     for r in results:
         o, t = r.get("ours"), r.get("trl")
         if o is None or t is None:
@@ -567,8 +692,9 @@ def print_table(results: list[dict], clock: str) -> None:
             continue
         print(
             f"{r['case']:<14} {r['precision']:<9} {o[key]:>8.2f} {t[key]:>8.2f} {o[key] / t[key]:>6.2f} "
-            f"{o['peak_rss_mb']:>9,.0f} {t['peak_rss_mb']:>9,.0f} {o['peak_rss_mb'] / t['peak_rss_mb']:>6.2f} "
-            f"{o['mean_tokens']:>7.1f}/{t['mean_tokens']:<7.1f}"
+            f"{o['peak_mb']:>9,.0f} {t['peak_mb']:>9,.0f} {o['peak_mb'] / t['peak_mb']:>6.2f} "
+            f"{o['mean_tokens']:>7.1f}/{t['mean_tokens']:<7.1f} {o[rate]:>8.1f}/{t[rate]:<8.1f} "
+            f"{t[rate] / o[rate]:>11.2f}"
         )
 
 
@@ -577,6 +703,12 @@ def plan(args: argparse.Namespace) -> list[Case]:
     for kind in args.cases.split(","):
         if kind == "real":
             cases.append(Case("real", "real", 4, 8, args.real_max_new_tokens, args.real_micro_batch, args.real_steps))
+            continue
+        if kind == "pretrained":
+            prompts, group = (2, 2) if args.quick else (args.prompts, args.group_size)
+            micro = min(args.micro_batch, prompts * group)  # a step of fewer sequences is one micro-batch
+            tokens = 16 if args.quick else args.pretrained_max_new_tokens
+            cases.append(Case("pretrained", "pretrained", prompts, group, tokens, micro, args.pretrained_steps))
             continue
         for size in args.sizes.split(","):
             cases.append(
@@ -589,10 +721,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--worker", type=Path, help=argparse.SUPPRESS)  # internal: run one side of one round
     p.add_argument(
-        "--quick", action="store_true", help="debug run: tiny model, 1 round of 1 step, real case at 64 tokens"
+        "--quick",
+        action="store_true",
+        help="debug run: tiny model, 1 round of 1 step, real case at 64 tokens, "
+        "pretrained case at 2 prompts x 2 completions of up to 16 tokens",
     )
     p.add_argument("--sizes", default="tiny,small", help="comma-separated trainers.demos.tiny sizes for fixed/eos")
-    p.add_argument("--cases", default="fixed,eos,real", help="comma-separated: fixed, eos, real")
+    p.add_argument(
+        "--cases",
+        default="fixed,eos,real,pretrained",
+        help="comma-separated: fixed, eos, real (real shapes, random model), pretrained (real pretrained model)",
+    )
     p.add_argument("--precisions", default="float32,bfloat16", help="comma-separated: float32, bfloat16")
     p.add_argument("--eos-prob", type=float, default=0.03, help="per-token EOS probability in the eos case")
     p.add_argument("--prompts", type=int, default=8)
@@ -602,6 +741,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--real-max-new-tokens", type=int, default=512)
     p.add_argument("--real-micro-batch", type=int, default=8)
     p.add_argument("--real-steps", type=int, default=1, help="counted steps per round in the real-shapes case")
+    p.add_argument("--model", type=Path, help="pretrained case: this transformers folder instead of SmolLM2-135M")
+    p.add_argument(
+        "--models-dir",
+        type=Path,
+        default=Path(os.environ.get("STUDIO_DATA_DIR", ROOT / "var")) / "demo",
+        help="pretrained case: where SmolLM2-135M-Instruct is (or is converted once from its package)",
+    )
+    p.add_argument("--pretrained-max-new-tokens", type=int, default=128)
+    p.add_argument("--pretrained-steps", type=int, default=2, help="counted steps per round in the pretrained case")
     p.add_argument("--rounds", type=int, default=2, help="alternations of ours and TRL")
     p.add_argument("--steps", type=int, default=3, help="counted steps per round (after one warm-up step)")
     p.add_argument("--threads", type=int, default=2, help="torch threads for both")
@@ -619,6 +767,7 @@ def main(argv: list[str] | None = None) -> int:
         return worker(args.worker)
     if args.quick:
         args.sizes, args.rounds, args.steps, args.real_steps, args.real_max_new_tokens = "tiny", 1, 1, 1, 64
+        args.pretrained_steps = 1
 
     try:
         import trl
@@ -632,20 +781,33 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import transformers
 
+    args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    gpu = f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else ""
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl_version}, "
-          f"device {'cuda' if torch.cuda.is_available() else 'cpu'}, {args.threads} threads, "
+          f"device {args.device}{gpu}, {args.threads} threads, "
           f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    cases = plan(args)
+    args.pretrained_dir, skipped = None, False
+    if any(case.kind == "pretrained" for case in cases):
+        from trainers.pretrained import SMOLLM2, PretrainedError, install
+
+        try:
+            args.pretrained_dir = args.model.resolve() if args.model else install(SMOLLM2, args.models_dir)
+        except PretrainedError as exc:
+            print(f"pretrained case skipped: {exc} (./studioctl setup installs it; or --model PATH)", file=sys.stderr)
+            cases, skipped = [case for case in cases if case.kind != "pretrained"], True
+        else:
+            print(f"pretrained model: {args.pretrained_dir}")
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-trl-") as tmp:
         work = Path(tmp)
-        cases = plan(args)
         args.params = {}
         for case in cases:
             from transformers import AutoModelForCausalLM
 
             from trainers.demos.tiny import count_parameters
 
-            model_dir = build_case_model(case, work, args.eos_prob)
+            model_dir = build_case_model(case, work, args.eos_prob, args.pretrained_dir)
             args.params[case.size] = count_parameters(AutoModelForCausalLM.from_pretrained(model_dir))
         for precision in args.precisions.split(","):
             for case in cases:
@@ -654,7 +816,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
-    return 0
+    return 1 if skipped else 0
 
 
 if __name__ == "__main__":

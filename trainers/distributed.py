@@ -1,11 +1,11 @@
-"""One run on several GPUs of one machine: data parallel, launched with torchrun.
+"""One run over several processes: where each process stands, and the collectives the loop uses.
 
-`python -m trainers run spec.yaml --nproc N` re-executes itself as N processes under
-`torch.distributed.run` (`launch`). Each process owns one GPU (LOCAL_RANK), its own
-rollout engine (vLLM colocated on that GPU, or transformers), and a 1/N share of each
-step's prompts (`shard`). Gradients are averaged over processes before clipping
-(`average_gradients`), so every process applies the same update and the weights stay
-identical; rank 0 alone reports and writes checkpoints.
+`python -m trainers run spec.yaml` with `parallel.procs_per_node` N > 1 re-executes itself as N
+processes under `torch.distributed.run` (`launch`); several nodes are started by Ray, which sets
+the same variables. Each process owns one GPU (LOCAL_RANK), its own rollout engine (vLLM
+colocated on that GPU, or transformers), and a 1/N share of each step's prompts (`shard`). The
+model is sharded over the processes with FSDP2 (`trainers.sharding`), which reduces the
+gradients; rank 0 alone reports.
 
 With the CPU build (no GPU) the same code runs on the gloo backend, which the tests use.
 """
@@ -15,14 +15,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import torch
 
 T = TypeVar("T")
-BUCKET_BYTES = 64 * 2**20  # gradients are all-reduced in flat buckets of about this size
 
 
 @dataclass(frozen=True)
@@ -48,42 +47,35 @@ def dist_info(env: dict[str, str] | None = None) -> DistInfo:
     )
 
 
-def torchrun_command(argv: Sequence[str], nproc: int, module: str = "trainers") -> list[str]:
-    """The command that runs `python -m <module> <argv>` as `nproc` processes on this machine."""
+def torchrun_command(
+    argv: Sequence[str], nproc: int, module: str = "trainers", options: Sequence[str] = ()
+) -> list[str]:
+    """The command that runs `python -m <module> <argv>` as `nproc` processes on this machine;
+    `options` are torchrun's own (log folder, redirects). torchrun reads every option that looks
+    like one of its own, abbreviated too, so `argv` must not hold one (`--nproc` would be taken
+    for its --nproc-per-node)."""
     if nproc < 1:
-        raise ValueError(f"--nproc must be >= 1, got {nproc}")
+        raise ValueError(f"processes per node must be >= 1, got {nproc}")
     return [
         sys.executable,
         "-m",
         "torch.distributed.run",
         "--standalone",  # one machine: rendezvous on a free local port
         f"--nproc_per_node={nproc}",
+        *options,
         "-m",
         module,
         *argv,
     ]
 
 
-def without_nproc(argv: Sequence[str]) -> list[str]:
-    """`argv` without `--nproc N` / `--nproc=N` (the children must not launch again)."""
-    out: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--nproc":
-            skip = True
-        elif not arg.startswith("--nproc="):
-            out.append(arg)
-    return out
-
-
 def launch(argv: Sequence[str], nproc: int) -> int:
-    """Run the CLI again under torchrun with `nproc` processes; returns its exit code.
-    The CLI calls this when it was given `--nproc N` with N > 1 and is not already a child."""
+    """Run the CLI again, with the same arguments, under torchrun with `nproc` processes; returns its
+    exit code. The CLI calls this when the spec asks for `parallel.procs_per_node` > 1 and it is not
+    already a child (the children see WORLD_SIZE and run)."""
     if nproc > 1 and torch.cuda.is_available() and torch.cuda.device_count() < nproc:
-        raise ValueError(f"--nproc {nproc} but only {torch.cuda.device_count()} GPU(s) are visible")
-    return subprocess.call(torchrun_command(without_nproc(argv), nproc))
+        raise ValueError(f"parallel.procs_per_node is {nproc} but only {torch.cuda.device_count()} GPU(s) are visible")
+    return subprocess.call(torchrun_command(argv, nproc))
 
 
 def init_distributed(info: DistInfo | None = None) -> DistInfo:
@@ -94,7 +86,9 @@ def init_distributed(info: DistInfo | None = None) -> DistInfo:
         return info
     if torch.cuda.is_available():
         torch.cuda.set_device(info.local_rank)
-        backend = "nccl"
+        # gloo beside NCCL for CPU tensors: FSDP's CPU offload keeps shards (and their gradient
+        # norms, gathered by clipping) in CPU memory, and NCCL moves GPU tensors only.
+        backend = "cuda:nccl,cpu:gloo"
     else:
         backend = "gloo"
     torch.distributed.init_process_group(backend=backend, rank=info.rank, world_size=info.world_size)
@@ -121,38 +115,6 @@ def broadcast_parameters(model: torch.nn.Module, info: DistInfo) -> None:
             torch.distributed.broadcast(tensor.data, src=0)
 
 
-def _buckets(tensors: Iterable[torch.Tensor], max_bytes: int) -> Iterable[list[torch.Tensor]]:
-    bucket: list[torch.Tensor] = []
-    size = 0
-    for t in tensors:
-        nbytes = t.numel() * t.element_size()
-        if bucket and (size + nbytes > max_bytes or t.dtype != bucket[0].dtype):
-            yield bucket
-            bucket, size = [], 0
-        bucket.append(t)
-        size += nbytes
-    if bucket:
-        yield bucket
-
-
-def average_gradients(parameters: Iterable[torch.nn.Parameter], info: DistInfo) -> None:
-    """Replace each gradient with its mean over processes (call after the micro-batches'
-    backward passes, before clipping). Parameters without a gradient on this process count
-    as zero, so every process issues the same collectives."""
-    if not info.enabled:
-        return
-    params = [p for p in parameters if p.requires_grad]
-    for p in params:
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-    for bucket in _buckets([p.grad for p in params], BUCKET_BYTES):
-        flat = torch._utils._flatten_dense_tensors(bucket)
-        torch.distributed.all_reduce(flat)
-        flat /= info.world_size
-        for grad, synced in zip(bucket, torch._utils._unflatten_dense_tensors(flat, bucket), strict=True):
-            grad.copy_(synced)
-
-
 def sum_over_processes(value: torch.Tensor, info: DistInfo) -> torch.Tensor:
     """`value` (a tensor) summed over the processes; itself alone. Every process must call it."""
     if not info.enabled:
@@ -169,6 +131,15 @@ def any_process(flag: bool, info: DistInfo, device: torch.device | str = "cpu") 
     value = torch.tensor([1.0 if flag else 0.0], device=device)
     torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.MAX)
     return bool(value.item())
+
+
+def max_over_processes(value: int, info: DistInfo, device: torch.device | str = "cpu") -> int:
+    """The largest `value` of any process (every process gets the same answer)."""
+    if not info.enabled:
+        return value
+    tensor = torch.tensor([value], dtype=torch.long, device=device)
+    torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.MAX)
+    return int(tensor.item())
 
 
 def gathered_lists(items: list[T], info: DistInfo) -> list[T]:

@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-from trainers.spec import ModelSpec, model_folder_error
+from trainers.hub import download_errors, prepare
+from trainers.spec import ModelSpec, looks_local, model_folder_error
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -36,11 +37,22 @@ def require_model_folder(path: str | Path, *, adapters_ok: bool = False) -> None
         raise ModelFolderError(error)
 
 
+def from_pretrained(auto_class, path: str | Path, **kwargs: Any):
+    """`auto_class.from_pretrained(path, ...)`. A hub id is looked up once first (trainers.hub.prepare:
+    no minute of retries where the Hub cannot be reached), and a download that fails ends the run
+    with one line saying what to do (trainers.hub.ModelDownloadError)."""
+    if looks_local(str(path)):
+        return auto_class.from_pretrained(path, **kwargs)
+    cache_only = prepare(str(path))
+    with download_errors(str(path)):
+        return auto_class.from_pretrained(path, **({"local_files_only": True} if cache_only else {}), **kwargs)
+
+
 def load_tokenizer(path: str, *, trust_remote_code: bool = False):
     """The tokenizer, with a pad token (EOS when the model has none)."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    tokenizer = from_pretrained(AutoTokenizer, path, trust_remote_code=trust_remote_code)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
@@ -50,16 +62,24 @@ def load_causal_lm(path: str, spec: ModelSpec, device: torch.device | None = Non
     from transformers import AutoModelForCausalLM
 
     require_model_folder(path)
-    model = AutoModelForCausalLM.from_pretrained(
-        path, dtype=DTYPES[spec.dtype], trust_remote_code=spec.trust_remote_code
-    )
+    model = from_pretrained(AutoModelForCausalLM, path, dtype=DTYPES[spec.dtype],
+                            trust_remote_code=spec.trust_remote_code)  # fmt: skip
     return model.to(device or default_device())
 
 
 def load_policy(spec: ModelSpec, device: torch.device | None = None, *, checkpoint: str | Path | None = None):
     """(model, tokenizer) ready to train: LoRA adapters when `spec.lora`, gradient checkpointing
     when asked. `checkpoint` (a folder written by `trainers.run.checkpoint`) replaces the initial
-    weights: full weights, or adapters on top of `spec.path` for a LoRA run."""
+    weights: full weights, or adapters on top of `spec.path` for a LoRA run; a checkpoint without
+    a transformers export, its sharded weights read into the model of `spec.path` in this process."""
+    if checkpoint is not None and not is_exported(checkpoint):
+        # deferred: torch.distributed.checkpoint takes most of a second to import
+        from trainers.sharded_state import SHARDS_DIR, has_shards, load_model_shards
+
+        if has_shards(checkpoint):
+            model, tokenizer = load_policy(spec, device)
+            load_model_shards(model, Path(checkpoint) / SHARDS_DIR)
+            return model, tokenizer
     path = str(checkpoint or spec.path)
     require_model_folder(path, adapters_ok=checkpoint is not None)
     tokenizer = load_tokenizer(path, trust_remote_code=spec.trust_remote_code)
@@ -77,11 +97,18 @@ def load_policy(spec: ModelSpec, device: torch.device | None = None, *, checkpoi
         if spec.lora is not None:
             model = _with_lora(model, spec)
     if spec.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        if spec.lora is not None:
-            model.enable_input_require_grads()  # frozen embeddings would cut the checkpointed graph
+        enable_activation_checkpointing(model)
     model.train()
     return model, tokenizer
+
+
+def enable_activation_checkpointing(model) -> None:
+    """Recompute each decoder layer's activations in the backward pass instead of keeping them
+    (transformers' per-layer gradient checkpointing, non-reentrant: it composes with FSDP2, whose
+    hooks run again for the recomputation). Call it before sharding."""
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if hasattr(model, "peft_config"):  # LoRA: frozen embeddings would cut the checkpointed graph
+        model.enable_input_require_grads()
 
 
 def disable_dropout(model: torch.nn.Module) -> None:
@@ -93,6 +120,11 @@ def disable_dropout(model: torch.nn.Module) -> None:
         for name in ("attention_dropout", "dropout"):
             if isinstance(getattr(module, name, None), float):
                 setattr(module, name, 0.0)
+
+
+def is_exported(path: str | Path) -> bool:
+    """Whether a checkpoint folder holds its weights as a transformers folder (full weights or adapters)."""
+    return any((Path(path) / name).is_file() for name in ("config.json", "adapter_config.json"))
 
 
 def is_adapter_folder(path: str | Path) -> bool:

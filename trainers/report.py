@@ -6,7 +6,7 @@ Plain dataclasses (no torch) so the studio and the workers can build and read th
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
@@ -125,13 +125,84 @@ class MemoryReporter:
         return [values[key] for _, values in self.metric_points if key in values]
 
 
+class PlainFailure(Exception):
+    """A failure whose message says all a user needs, in one line: what went wrong and what to do
+    (a model the Hub would not give). The run's error is that message alone, without the exception's
+    type or the log's last lines; the traceback still goes to the run's log."""
+
+
+def failure_detail(exc: BaseException) -> str:
+    """What a run's status says about the exception that ended it: a PlainFailure's message, else
+    "<type>: <message>"."""
+    return str(exc) if isinstance(exc, PlainFailure) else f"{type(exc).__name__}: {exc}"
+
+
 @contextmanager
 def failure_reported(reporter: Reporter) -> Iterator[None]:
     """Report an exception raised in the block as the run's failure, then let it propagate:
-    the traceback goes to the run's log, "<type>: <message>" to its status."""
+    the traceback goes to the run's log, `failure_detail` to its status."""
     try:
         yield
     except BaseException as exc:
         reporter.log(traceback.format_exc())
-        reporter.status("failed", f"{type(exc).__name__}: {exc}")
+        reporter.status("failed", failure_detail(exc))
         raise
+
+
+# --- reports that travel: a rank-0 process far from the studio sends them as plain dicts ---------------
+
+REPORT_KINDS = ("metrics", "rollouts", "status", "checkpoint", "log", "warning", "prompt_stats")
+
+
+class EventReporter:
+    """A Reporter that turns every call into one JSON-safe dict and hands it to `send`: how rank 0 of a
+    run launched in other processes (torchrun children, Ray workers) reports to the process that
+    launched it, which `replay`s each event into its own reporter (the studio's database reporter).
+    The ranks then need neither the database nor the studio's code."""
+
+    def __init__(self, send: Callable[[dict[str, Any]], None]) -> None:
+        self.send = send
+
+    def metrics(self, step: int, values: dict[str, float]) -> None:
+        self.send({"kind": "metrics", "step": step, "values": dict(values)})
+
+    def rollouts(self, step: int, rollouts: list[Rollout]) -> None:
+        self.send({"kind": "rollouts", "step": step, "rollouts": [r.to_dict() for r in rollouts]})
+
+    def status(self, state: str, detail: str = "") -> None:
+        self.send({"kind": "status", "state": state, "detail": detail})
+
+    def checkpoint(self, step: int, path: str) -> None:
+        self.send({"kind": "checkpoint", "step": step, "path": path})
+
+    def log(self, line: str) -> None:
+        self.send({"kind": "log", "line": line})
+
+    def warning(self, step: int | None, message: str) -> None:
+        self.send({"kind": "warning", "step": step, "message": message})
+
+    def prompt_stats(self, step: int, stats: list[dict[str, Any]]) -> None:
+        self.send({"kind": "prompt_stats", "step": step, "stats": [dict(s) for s in stats]})
+
+
+def replay(event: dict[str, Any], reporter: Reporter) -> None:
+    """Apply one `EventReporter` event to `reporter`. An event of an unknown kind raises ValueError:
+    it comes from another process, so it is checked before it is believed."""
+    kind = event.get("kind")
+    if kind == "metrics":
+        reporter.metrics(int(event["step"]), {str(k): float(v) for k, v in event["values"].items()})
+    elif kind == "rollouts":
+        reporter.rollouts(int(event["step"]), [Rollout.from_dict(r) for r in event["rollouts"]])
+    elif kind == "status":
+        reporter.status(str(event["state"]), str(event.get("detail", "")))
+    elif kind == "checkpoint":
+        reporter.checkpoint(int(event["step"]), str(event["path"]))
+    elif kind == "log":
+        reporter.log(str(event["line"]))
+    elif kind == "warning":
+        step = event.get("step")
+        reporter.warning(None if step is None else int(step), str(event["message"]))
+    elif kind == "prompt_stats":
+        reporter.prompt_stats(int(event["step"]), [dict(s) for s in event["stats"]])
+    else:
+        raise ValueError(f"unknown report event kind {kind!r}; known: {', '.join(REPORT_KINDS)}")

@@ -35,3 +35,20 @@ def tiny_tokenizer(tiny_model_path):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(tiny_model_path)
+
+
+# Where `./studioctl setup` converts the packaged real model when STUDIO_DATA_DIR is not set
+# (DATA_DIR/demo): the tests reuse that conversion instead of making their own.
+REAL_MODELS_DIR = Path(__file__).resolve().parents[2] / "var" / "demo"
+
+
+@pytest.fixture(scope="session")
+def real_model_path() -> Path:
+    """SmolLM2-135M-Instruct as a transformers folder (bf16 weights, its ChatML template).
+    Fails (does not skip) where ./studioctl setup should have installed the package but did not."""
+    from trainers.pretrained import SMOLLM2, PretrainedError, install
+
+    try:
+        return install(SMOLLM2, REAL_MODELS_DIR, progress=lambda line: None)
+    except PretrainedError as exc:
+        pytest.fail(f"the real model should be installed by ./studioctl setup: {exc}")

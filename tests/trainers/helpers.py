@@ -1,5 +1,6 @@
-"""Small specs on the tiny model for trainer tests."""
+"""Small specs on the tiny model (and the real one) for trainer tests."""
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -39,3 +40,60 @@ def engine_trainer_gap(model, prompts, groups, pad_id: int, temperature: float =
         engine_logp[i, : len(g.logprobs)] = torch.tensor(g.logprobs)
     mask = batch.completion_mask
     return (((engine_logp - logp).abs() * mask).sum() / mask.sum()).item()
+
+
+# The real model's task for tests: "What is 7 + 5?" answered with a number. Rewards vary inside a
+# group almost surely (the length term), so every step trains and moves the weights.
+REAL_ROWS = [("What is 7 + 5?", "12"), ("What is 9 + 4?", "13"), ("What is 3 + 8?", "11"), ("What is 6 + 6?", "12")]
+REAL_RUBRIC = {
+    "criteria": [
+        {"name": "correct", "kind": "math_equiv", "weight": 0.5, "params": {"extract": "last_number"}},
+        {"name": "short", "kind": "length", "weight": 0.5,
+         "params": {"unit": "chars", "target_min": 1, "target_max": 4, "slope": 0.02}},
+    ]
+}  # fmt: skip
+
+
+def real_spec(model_path: Path, tmp_path: Path, **overrides: Any) -> RunSpec:
+    """Two GRPO steps of 2 prompts x 4 completions of up to 16 tokens on the real model (fast enough
+    for CI on a CPU); `overrides` as in `demo_spec`."""
+    data = tmp_path / "sums.jsonl"
+    data.parent.mkdir(parents=True, exist_ok=True)
+    data.write_text("".join(json.dumps({"prompt": q, "answer": a}) + "\n" for q, a in REAL_ROWS))
+    base: dict[str, Any] = {
+        "name": "real-sums",
+        "model": {"path": str(model_path), "dtype": "float32"},
+        "data": {"system_prompt": "Answer with the number only.", "max_prompt_tokens": 64},
+        "rubric": REAL_RUBRIC,
+        "algorithm": {"group_size": 4},
+        "rollout": {"max_new_tokens": 16, "generation_batch_size": 8},
+        "optim": {"total_steps": 2, "prompts_per_step": 2, "micro_batch_size": 8, "lr": 1e-5, "seed": 0},
+    }
+    for section, values in overrides.items():
+        base[section] = {**base.get(section, {}), **values} if isinstance(values, dict) else values
+    return RunSpec.model_validate(demo_spec(model_path, data, tmp_path / "out", **base))
+
+
+def save_the_old_way(trainer, final: bool = False):
+    """A checkpoint as written before sharded checkpoints: save_pretrained weights, and the optimiser,
+    engine and random states inside trainer_state.pt. Takes a Trainer (or what stands for one)."""
+    import torch
+
+    from trainers.run.checkpoint import STATE_FILE, checkpoints_root, rng_state
+
+    folder = checkpoints_root(trainer.spec.checkpoint.output_dir) / f"step-{trainer.step_count}"
+    folder.mkdir(parents=True)
+    trainer.model.save_pretrained(folder)
+    trainer.tokenizer.save_pretrained(folder)
+    state = {
+        "step": trainer.step_count,
+        "optimizer": trainer.optimizer.state_dict(),
+        "scheduler": trainer.scheduler.state_dict(),
+        "data": trainer.source.state_dict(),
+        "curriculum": trainer.curriculum.state_dict(),
+        "engine": trainer.engine.state_dict(),
+        "rng": rng_state(),
+        "hints": None,
+    }
+    torch.save(state, folder / STATE_FILE)
+    return folder

@@ -101,7 +101,7 @@ def test_the_settings_name_their_paths_and_endpoints_wherever_they_are():
         ]},
         "rollout": {"engine": "vllm", "vllm_server_url": "http://v:1"},
         "checkpoint": {"resume_from": "latest"}, "eval": {"checkpoint": "/c"},
-        "validation": {"path": "/val.jsonl"},
+        "validation": {"path": "/val.jsonl"}, "warm_up": {"path": "/cold-start.jsonl"},
         "environment": {"kind": "tools", "params": {"tools": [{"kind": "calculator"},
                                                               {"kind": "search", "params": {"dataset": "/docs"}}]}},
     })  # fmt: skip
@@ -115,6 +115,7 @@ def test_the_settings_name_their_paths_and_endpoints_wherever_they_are():
         ("rollout.vllm_server_url", "http://v:1", "endpoint"),
         ("eval.checkpoint", "/c", MODEL),
         ("validation.path", "/val.jsonl", DATA),
+        ("warm_up.path", "/cold-start.jsonl", DATA),
         ("environment.params.tools.1.params.dataset", "/docs", DATA),
     }  # 'latest' is a word, not a path; a remote judge's model is a name
     environment = EnvironmentSpec.model_validate(spec.environment.model_dump())

@@ -115,3 +115,44 @@ def test_tiny_builds_a_loadable_model(tmp_path):
     done = cli("tiny", str(tmp_path / "m"))
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "m" / "config.json").exists() and (tmp_path / "m" / "tokenizer.json").exists()
+
+
+def launched(monkeypatch, argv: list[str]) -> list[tuple[list[str], int]]:
+    """What `python -m trainers <argv>` hands torchrun (argv, processes), run in this process."""
+    import trainers.distributed
+    from trainers.cli import main
+
+    calls: list[tuple[list[str], int]] = []
+    monkeypatch.setattr(trainers.distributed, "launch", lambda args, nproc: calls.append((list(args), nproc)) or 0)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert main(argv) == 0
+    return calls
+
+
+def test_run_launches_torchrun_with_the_spec_s_processes_per_node(monkeypatch, tiny_model_path, tmp_path):
+    config = small_config(tiny_model_path, tmp_path) | {"parallel": {"procs_per_node": 2}}
+    spec = str(write_spec(tmp_path / "spec.yaml", config))
+    assert launched(monkeypatch, ["run", spec, "--quiet"]) == [(["run", spec, "--quiet"], 2)]
+    # --procs-per-node overrides it, and the children get the same arguments (so the same override)
+    argv = ["run", spec, "--procs-per-node", "3"]
+    assert launched(monkeypatch, argv) == [(argv, 3)]
+
+
+def test_run_refuses_a_spec_spanning_several_nodes(tiny_model_path, tmp_path):
+    config = small_config(tiny_model_path, tmp_path) | {"parallel": {"procs_per_node": 2, "nodes": 2}}
+    done = cli("run", str(write_spec(tmp_path / "spec.yaml", config)), "--quiet")
+    assert done.returncode == 2
+    assert "parallel.nodes is 2" in done.stderr and "Ray" in done.stderr
+
+
+def test_run_with_two_procs_per_node_trains_on_two_processes(tiny_model_path, tmp_path):
+    """`--procs-per-node 2`: torchrun's two processes train the model sharded between them; rank 0 writes the
+    metrics and the checkpoint, and each process prints its summary."""
+    spec = write_spec(tmp_path / "spec.yaml", small_config(tiny_model_path, tmp_path))
+    done = cli("run", str(spec), "--quiet", "--procs-per-node", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    summaries = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [s["status"] for s in summaries] == ["succeeded", "succeeded"]
+    metrics = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2]
+    assert (tmp_path / "out" / "checkpoints" / "step-2").is_dir()

@@ -28,7 +28,7 @@ def test_with_lora_only_adapters_train_and_the_reference_is_the_base(tiny_model_
     assert names and all("lora_" in n for n in names)
     ref = load_reference(spec, policy, kl_beta=0.1)
     assert ref.model is policy and ref.adapters_off
-    ids = torch.tensor([[4, 10, 11, 2, 5]])
+    ids = torch.tensor([[4, 10, 11, 2, 5]], device=policy.device)
     for p in trainable_parameters(policy):  # make the adapters matter
         torch.nn.init.normal_(p, std=0.5)
     initial, _ = load_policy(ModelSpec(path=str(tiny_model_path)))
@@ -61,7 +61,7 @@ def _model_with_attention_dropout(tiny_model_path, tmp_path):
 
 
 def _two_forward_passes_agree(model) -> bool:
-    ids = torch.arange(3, 19).unsqueeze(0)
+    ids = torch.arange(3, 19, device=model.device).unsqueeze(0)
     with torch.no_grad():  # train mode, as the loop computes old logprobs
         return torch.equal(model(ids).logits, model(ids).logits)
 

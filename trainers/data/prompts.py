@@ -42,18 +42,28 @@ class Prompt:
 
 def load_rows(spec: DataSpec) -> list[PromptRow]:
     """Rows of the dataset mapped per `spec` (prompt or messages, answer, extra fields). Read as a
-    stream: only the mapped rows are kept, and reading stops at `limit`. The first bad row fails.
-    Procedural data has no file: its rows are the held-out set (what an evaluation scores; a
-    training run draws from the pools instead, see trainers.data.procedural.source)."""
+    stream: only the mapped rows are kept, and reading stops at `limit` (counting every row of the
+    file). The first bad row fails, or with `skip_invalid_rows` is left out (then at least one row
+    must be good). Procedural data has no file: its rows are the held-out set (what an evaluation
+    scores; a training run draws from the pools instead, see trainers.data.procedural.source)."""
     if spec.procedural is not None:
         return held_out_rows(spec.procedural)[: spec.limit]
     path = Path(spec.path)
     mapping = FieldMapping.of(spec)
-    rows = []
+    rows: list[PromptRow] = []
+    skipped: list[RowError] = []
     for row, record in islice(iter_records(path, spec.format, spec.split), spec.limit):
-        if isinstance(record, RowError):
-            raise record
-        rows.append(map_row(path.name, row, record, mapping))
+        try:
+            if isinstance(record, RowError):
+                raise record
+            rows.append(map_row(path.name, row, record, mapping))
+        except RowError as exc:
+            if not spec.skip_invalid_rows:
+                raise
+            skipped.append(exc)
+    if not rows and skipped:
+        raise DataError(f"{path.name}: none of its {len(skipped):,} rows can be used (skip_invalid_rows leaves "
+                        f"out the invalid ones); the first: {skipped[0]}")  # fmt: skip
     if not rows:
         raise DataError(f"{path.name}: the dataset has no rows")
     return rows

@@ -16,14 +16,13 @@ calls the tool on some episodes and not on others, with a low reward.
 
 from __future__ import annotations
 
-import json
 import random
 import string
 from pathlib import Path
 from typing import Any
 
 from trainers.data.procedural.multi_turn import LOOKUP_PROMPT
-from trainers.demos.demo import with_overrides
+from trainers.demos.demo import with_overrides, write_rows
 from trainers.demos.tiny import TOOL_TOKENS, agent_corpus, build_tiny_model, synthetic_corpus
 from trainers.episodes import Message
 from trainers.rollout.environments.base import EpisodeLimits
@@ -53,10 +52,7 @@ def agent_rows(boxes: tuple[str, ...] = TRAIN_BOXES) -> list[dict[str, str]]:
 
 def make_agent_dataset(path: str | Path, boxes: tuple[str, ...] = TRAIN_BOXES) -> Path:
     """One JSONL row per box name (`boxes=HELD_OUT_BOXES` for the held-out set); returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(row) + "\n" for row in agent_rows(boxes)))
-    return path
+    return write_rows(agent_rows(boxes), path)
 
 
 def agent_environment(difficulty: int = 1) -> dict[str, Any]:
@@ -98,6 +94,11 @@ def agent_demo_spec(
         "rollout": {"max_new_tokens": 32, "temperature": 1.0, "generation_batch_size": 64},
         "optim": {
             "lr": 6e-4,
+            # Cosine decay to 0: the run ends on a settled policy. At a constant rate the well-formed call
+            # rate kept swinging to the last step, and a run measured in a swing could end far lower (a
+            # clean-clone CI run: held-out reward +0.05 against +0.23 to +0.25 here); eight seeds with the
+            # decay gained +0.22 to +0.27, well-formed calls 0.90 to 0.96.
+            "lr_scheduler": "cosine",
             "prompts_per_step": 8,
             "micro_batch_size": 64,
             "total_steps": 50,

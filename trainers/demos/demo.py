@@ -16,6 +16,7 @@ that contain several of the letters ("the" for t, h, e) and needs far more steps
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +42,18 @@ def demo_rows(letters: str = DEMO_LETTERS, prompts: tuple[str, ...] = (PROMPT,))
     return [{"prompt": prompt.format(letter=c), "answer": c} for prompt in prompts for c in letters]
 
 
+def write_rows(rows: Iterable[dict[str, Any]], path: str | Path) -> Path:
+    """Rows (dicts) as a JSONL dataset at `path` (folders made); returns the path. Every demo writes its data so."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
 def make_demo_dataset(path: str | Path, letters: str = DEMO_LETTERS, prompts: tuple[str, ...] = (PROMPT,)) -> Path:
     """Write the demo prompts as JSONL (one row per phrasing and letter) and return the path.
     `prompts=HELD_OUT_PROMPTS` writes the held-out evaluation set."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(row) + "\n" for row in demo_rows(letters, prompts)))
-    return path
+    return write_rows(demo_rows(letters, prompts), path)
 
 
 def demo_rubric() -> dict[str, Any]:

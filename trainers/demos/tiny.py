@@ -15,6 +15,8 @@ import string
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from trainers.quiet import quiet_transformers
+
 SIZES: dict[str, dict[str, int]] = {
     # ~1 M parameters with the default vocabulary: learns toy tasks on a laptop CPU.
     "tiny": {"hidden": 128, "layers": 4, "heads": 4, "intermediate": 384},
@@ -174,8 +176,9 @@ def build_tiny_model(
     model.generation_config = GenerationConfig(
         bos_token_id=ids["bos"], eos_token_id=ids["eos"], pad_token_id=ids["pad"], do_sample=True
     )
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
+    with quiet_transformers():  # no "Writing model shards" bar on the first start's output
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
     return out
 
 

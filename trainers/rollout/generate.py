@@ -25,7 +25,7 @@ from trainers.rollout.environments import bounds
 from trainers.rollout.environments.base import Environment, EpisodeLimits, StepResult
 from trainers.rollout.environments.kinds import ENVIRONMENTS  # importing the package registers the built-in kinds
 from trainers.rollout.turn_tokens import observation_token_ids
-from trainers.spec import EnvironmentSpec
+from trainers.spec import EnvironmentSpec, token_bounds
 
 
 @dataclass
@@ -226,15 +226,18 @@ class _MultiTurn:
 
     def _sample_turns(self, active: list[_Live]) -> None:
         """The next turn of every active episode: one engine call per distinct token allowance
-        (usually one: the allowance is min(max_turn_tokens, budget left))."""
+        (usually one: the allowance is one turn's tokens, min(max_new_tokens, max_turn_tokens) by
+        trainers.spec.token_bounds, or the episode's budget left when that is less)."""
         stops = sorted({*self.params.stop, *(s for item in active for s in item.stops)})
         params = replace(self.params, stop=stops, include_stop_in_text=True)
+        turn = token_bounds(self.params.max_new_tokens, self.limits.max_turns, self.limits.max_turn_tokens,
+                            self.limits.max_episode_tokens).turn  # fmt: skip
         by_allowance: dict[int, list[_Live]] = {}
         for item in active:
             left = self.limits.max_episode_tokens - len(item.episode.completion_ids)
             if self.max_context is not None:
                 left = min(left, self.max_context - len(item.episode.prompt_ids) - len(item.episode.completion_ids))
-            by_allowance.setdefault(min(self.limits.max_turn_tokens, left), []).append(item)
+            by_allowance.setdefault(min(turn, left), []).append(item)
         t0 = time.perf_counter()
         for allowance, items in by_allowance.items():
             contexts = [item.episode.prompt_ids + item.episode.completion_ids for item in items]

@@ -6,7 +6,7 @@
 - `evaluate`    a checkpoint scored on a dataset, without training
 - `records`     an episode as the `Reporter` receives it (`episode_rollout`)
 - `seeding`     one seed for every random stream
-- `sft`         supervised warm-up on transcripts (the agent demo's)
+- `sft`         supervised warm-up on transcripts (the agent demos', and a run's warm_up section)
 
 Import the submodule you need; this package imports nothing.
 """

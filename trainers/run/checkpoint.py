@@ -1,14 +1,36 @@
-"""Checkpoints: everything needed to continue a run exactly where it stopped.
+"""Checkpoints: everything needed to continue a run where it stopped, on as many processes or another number.
 
     <output_dir>/checkpoints/step-<N>/
-        model weights + tokenizer (save_pretrained; LoRA runs save only the adapters)
-        trainer_state.pt: step, optimiser, scheduler, data position, curriculum (its generator
-                          and per-prompt statistics), engine state, the random states of
-                          python, numpy and torch (CPU and CUDA) and the hint levels
+        dcp/               the trainable weights and their optimiser state (`trainers.sharded_state`):
+                           each process writes its own shards, in parallel (a LoRA run: the adapters)
+        ranks/rank-<r>.pt  process r's random states (python, numpy, torch CPU and CUDA) and its
+                           rollout engine's state: both differ per process
+        trainer_state.pt   written by rank 0: step, process count, scheduler, data position,
+                           curriculum (its generator and per-prompt statistics), hint levels (the same
+                           on every process)
+        tokenizer files
+        config.json + model.safetensors (a LoRA run: adapter_config.json + adapter_model.safetensors)
+                           in the run's final checkpoint only: an ordinary transformers folder
 
-A resumed run samples the same prompts and the same completions as one that never
-stopped, because all of that state is restored. The folder is written under a temporary
-name and renamed when complete, so 'latest' never picks a half-written checkpoint.
+Every checkpoint loads as a model through `load_policy(checkpoint=...)`: the final one from its
+transformers files, the others from their shards on top of `model.path` (`trainers.models`).
+
+Resuming restores all of it, so on the same number of processes a resumed run samples the same
+prompts and the same completions as one that never stopped. On another number of processes the
+weights and optimiser state are resharded exactly (DCP); process r takes the random and engine
+state of the old process r where there was one, and otherwise seeds python, numpy and torch from
+(seed, step, r) (`derived_seed`) and takes rank 0's engine state. The run then continues
+deterministically, but it cannot sample what the old run would have: a step's prompts are split
+over the processes differently.
+
+Checkpoints from before sharding (save_pretrained weights, the optimiser inside trainer_state.pt)
+still resume: the weights load with the model (`initial_weights`), the optimiser state by
+parameter order; rank 0 gets the saved random state, other processes derive theirs.
+
+The folder is written under a temporary name and renamed, by rank 0, once every process has
+written its part, so 'latest' never picks a half-written checkpoint. Every process writes into the
+same folder and may read any process's shards when resuming: the processes of a run over several
+nodes must share the filesystem that holds output_dir.
 """
 
 from __future__ import annotations
@@ -24,6 +46,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import torch
 
+from trainers.run.seeding import seed_everything
+from trainers.sharded_state import (
+    SHARDS_DIR,
+    distributed,
+    export_model,
+    has_shards,
+    load_full_optimizer_state,
+    load_shards,
+    save_shards,
+)
 from trainers.spec import CheckpointSpec
 
 if TYPE_CHECKING:
@@ -47,6 +79,7 @@ class TrainerState(Protocol):
 
 
 STATE_FILE = "trainer_state.pt"
+RANKS_DIR = "ranks"
 _STEP_DIR = re.compile(r"step-(\d+)")
 
 
@@ -113,47 +146,107 @@ def random_state_kept(engine: RolloutEngine, seed: int) -> Iterator[None]:
         engine.load_state_dict(engine_state)
 
 
-def save_checkpoint(trainer: TrainerState) -> Path:
-    """Write step-<N> for the trainer's current step, then drop all but the newest `keep_last`."""
+def rank_file(path: str | Path, rank: int) -> Path:
+    """Process `rank`'s own state (random states, engine) inside a checkpoint folder."""
+    return Path(path) / RANKS_DIR / f"rank-{rank}.pt"
+
+
+def derived_seed(seed: int, step: int, rank: int) -> int:
+    """The seed of a process that resumes without a saved random state of its own (a checkpoint
+    written by fewer processes): a function of the run's seed, the step and the process alone."""
+    return int(np.random.SeedSequence([seed, step, rank]).generate_state(1)[0])
+
+
+def _place() -> tuple[int, int]:
+    """(rank, number of processes) of this process; (0, 1) without a process group."""
+    if distributed():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+def _barrier() -> None:
+    if distributed():
+        torch.distributed.barrier()
+
+
+def initial_weights(path: str | Path | None) -> Path | None:
+    """The folder `load_policy` takes the weights from when resuming from `path`: an old checkpoint
+    holds them as a transformers folder; a sharded one's are loaded by `load_trainer_state`, into
+    the model as this run holds it (sharded or not), so the model starts from `model.path`."""
+    return None if path is None or has_shards(path) else Path(path)
+
+
+def save_checkpoint(trainer: TrainerState, *, final: bool = False) -> Path:
+    """Write step-<N> for the trainer's current step, then drop all but the newest `keep_last`.
+    Every process calls it: each writes its shards and its own state, rank 0 the rest. The final
+    checkpoint (`final`, or the run's last step) is also exported as a transformers folder."""
     spec = trainer.spec.checkpoint
-    final = checkpoints_root(spec.output_dir) / f"step-{trainer.step_count}"
-    tmp = final.with_name(final.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    trainer.model.save_pretrained(tmp)
-    trainer.tokenizer.save_pretrained(tmp)
-    torch.save(
-        {
-            "step": trainer.step_count,
-            "optimizer": trainer.optimizer.state_dict(),
-            "scheduler": trainer.scheduler.state_dict(),
-            "data": trainer.source.state_dict(),
-            "curriculum": trainer.curriculum.state_dict(),
-            "engine": trainer.engine.state_dict(),
-            "rng": rng_state(),
-            "hints": trainer.hinter.schedule.state_dict() if trainer.hinter is not None else None,
-        },
-        tmp / STATE_FILE,
-    )
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
-    for old in list_checkpoints(spec.output_dir)[: -spec.keep_last]:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
+    rank, world = _place()
+    done = checkpoints_root(spec.output_dir) / f"step-{trainer.step_count}"
+    tmp = done.with_name(done.name + ".tmp")
+    if rank == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        (tmp / RANKS_DIR).mkdir(parents=True)
+    _barrier()  # the empty folder exists before anyone writes into it
+    save_shards(trainer.model, trainer.optimizer, tmp / SHARDS_DIR)
+    torch.save({"rng": rng_state(), "engine": trainer.engine.state_dict()}, rank_file(tmp, rank))
+    if final or trainer.step_count >= trainer.spec.optim.total_steps:
+        export_model(trainer.model, trainer.tokenizer, tmp, is_main=rank == 0)
+    elif rank == 0:
+        trainer.tokenizer.save_pretrained(tmp)
+    if rank == 0:
+        torch.save(
+            {
+                "step": trainer.step_count,
+                "world_size": world,
+                "scheduler": trainer.scheduler.state_dict(),
+                "data": trainer.source.state_dict(),
+                "curriculum": trainer.curriculum.state_dict(),
+                "hints": trainer.hinter.schedule.state_dict() if trainer.hinter is not None else None,
+            },
+            tmp / STATE_FILE,
+        )
+    _barrier()  # every process's files are written: the checkpoint may become complete
+    if rank == 0:
+        shutil.rmtree(done, ignore_errors=True)
+        tmp.rename(done)
+        for old in list_checkpoints(spec.output_dir)[: -spec.keep_last]:
+            shutil.rmtree(old, ignore_errors=True)
+    _barrier()  # on every process, a returned checkpoint is complete
+    return done
+
+
+def _own_state(path: Path, state: dict[str, Any], rank: int) -> dict[str, Any] | None:
+    """Process `rank`'s saved random and engine state, or None when the checkpoint has none for it."""
+    if "rng" in state:  # an old checkpoint: rank 0's, inside trainer_state.pt
+        return {"rng": state["rng"], "engine": state["engine"]} if rank == 0 else None
+    file = rank_file(path, rank)
+    # weights_only=False: the file is our own and holds numpy/python RNG state tuples.
+    return torch.load(file, map_location="cpu", weights_only=False) if file.exists() else None
 
 
 def load_trainer_state(trainer: TrainerState, path: str | Path) -> None:
-    """Restore what `save_checkpoint` wrote, except the weights (loaded with the model)."""
-    # weights_only=False: the file is our own and holds numpy/python RNG state tuples.
-    state = torch.load(Path(path) / STATE_FILE, map_location="cpu", weights_only=False)
+    """Restore what `save_checkpoint` wrote into a trainer built for this run, on any number of
+    processes (every process calls it). An old checkpoint's weights came with the model (`initial_weights`)."""
+    path = Path(path)
+    rank, _ = _place()
+    state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)  # our own file (see _own_state)
     trainer.step_count = int(state["step"])
-    trainer.optimizer.load_state_dict(state["optimizer"])
+    if has_shards(path):
+        load_shards(trainer.model, trainer.optimizer, path / SHARDS_DIR)
+    else:
+        load_full_optimizer_state(trainer.model, trainer.optimizer, state["optimizer"])
     trainer.scheduler.load_state_dict(state["scheduler"])
     trainer.source.load_state_dict(state["data"])
     if "curriculum" in state:  # checkpoints written before curricula existed start it afresh
         trainer.curriculum.load_state_dict(state["curriculum"])
-    trainer.engine.load_state_dict(state["engine"])
-    set_rng_state(state["rng"])
     if trainer.hinter is not None and state.get("hints") is not None:  # checkpoints from before hints have none
         trainer.hinter.schedule.load_state_dict(state["hints"])
+    own = _own_state(path, state, rank)
+    if own is None:  # a process the checkpoint had no counterpart of
+        own = {"engine": (_own_state(path, state, 0) or {}).get("engine", {})}
+        seed_everything(derived_seed(trainer.spec.optim.seed, trainer.step_count, rank))
+    else:
+        set_rng_state(own["rng"])
+    trainer.engine.load_state_dict(own["engine"])
     trainer.last_checkpoint = str(path)

@@ -46,29 +46,38 @@ from trainers.data.source import PromptSource
 from trainers.distributed import (
     NullReporter,
     any_process,
-    average_gradients,
     broadcast_parameters,
     cleanup,
     device_for,
     dist_info,
     gathered_lists,
     init_distributed,
+    max_over_processes,
     mean_over_processes,
     shard,
     sum_over_processes,
 )
 from trainers.episodes import Episode
-from trainers.models import Reference, default_device, load_policy, load_reference, trainable_parameters
+from trainers.models import (
+    Reference,
+    default_device,
+    enable_activation_checkpointing,
+    load_policy,
+    load_reference,
+    trainable_parameters,
+)
 from trainers.report import Reporter, Rollout, failure_reported
 from trainers.rewards.rubric import Rubric
 from trainers.rollout.engines.base import RolloutEngine, SamplingParams
-from trainers.rollout.engines.catalog import create_engine
+from trainers.rollout.engines.catalog import create_engine, engine_class
+from trainers.rollout.engines.vllm_weights import export_weights
 from trainers.rollout.environments.tool_calls import well_formed
 from trainers.rollout.generate import ScoredGroup, generate_and_score
-from trainers.run import checkpoint, validation
+from trainers.run import checkpoint, sft, validation
 from trainers.run.checkpoint import save_checkpoint
 from trainers.run.records import episode_rollout
 from trainers.run.seeding import seed_everything
+from trainers.sharding import build_mesh, copy_weights_into, full_copy, full_tensor, shard_model
 from trainers.spec import DataSpec, RunSpec
 from trainers.update.batches import TokenBatch
 from trainers.update.logprobs import batched_logprobs, chunk_tokens_for, token_logprobs
@@ -267,15 +276,17 @@ class FailureWatch:
 def train(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] = lambda: False) -> RunResult:
     """Run `spec` to the end (or until `should_stop()`), reporting as it goes.
 
+    A `warm_up` section first fine-tunes the model on its conversations (`sft.warmed`), then RL starts.
     Reports status "running", then "succeeded" / "cancelled"; on an error, logs the traceback,
     reports "failed" with the message, and re-raises so the caller sees the exception.
-    Under torchrun (`python -m trainers run --nproc N`) rank 0 alone reports."""
+    Over several processes (`parallel.procs_per_node` x `parallel.nodes`) rank 0 alone reports."""
     if not dist_info().is_main:
         reporter = NullReporter()
     reporter.status("running", spec.name)
     trainer = None
     try:
         with failure_reported(reporter):
+            spec = sft.warmed(spec, reporter)  # the cold start (spec.warm_up), if any: RL starts from its model
             trainer = Trainer(spec, reporter)
             return trainer.fit(should_stop)
     finally:
@@ -291,20 +302,33 @@ class Trainer:
         self.reporter = reporter
         self.step_count = 0
         self.dist = init_distributed()  # a single process unless launched by torchrun
+        # The device mesh the model is sharded on (None alone); refuses a job launched with another
+        # process count than spec.parallel asks for, before anything loads.
+        self.mesh = build_mesh(spec.parallel, self.dist)
         # Prompts this process generates for per step: its share of prompts_per_step (all of it alone).
         self.local_prompts = len(shard(range(spec.optim.prompts_per_step), self.dist))
         seed_everything(spec.optim.seed)
         resume_dir = checkpoint.resolve_resume(spec.checkpoint) if spec.checkpoint.resume_from else None
 
         self.device = device_for(self.dist) if self.dist.enabled else default_device()
-        self.model, self.tokenizer = load_policy(spec.model, self.device, checkpoint=resume_dir)
+        # A sharded checkpoint's weights load in load_trainer_state (below), into the model as this run holds it.
+        self.model, self.tokenizer = load_policy(
+            spec.model, self.device, checkpoint=checkpoint.initial_weights(resume_dir)
+        )
         self.chunk_tokens = chunk_tokens_for(self.model, spec.optim.logprob_chunk_mib)  # per LM-head chunk
         if self.dist.enabled:
             broadcast_parameters(self.model, self.dist)  # e.g. fresh LoRA adapters: rank 0's everywhere
             torch.manual_seed(spec.optim.seed + self.dist.rank)  # each process samples its own completions
+        if spec.parallel.activation_checkpointing and not spec.model.gradient_checkpointing:
+            enable_activation_checkpointing(self.model)  # per decoder layer, before sharding; alone too
         self.reference: Reference | None = load_reference(
             spec.model, self.model, spec.algorithm.kl_beta, policy_is_initial=resume_dir is None
         )
+        # parallel.mixed_precision under FSDP is FSDP's (bf16 parameters in the passes, float32 master
+        # weights and gradient reduction); a single process is not sharded and gets the same from autocast.
+        alone_bf16 = self.mesh is None and spec.parallel.mixed_precision == "bf16"
+        self.precision = "bfloat16" if alone_bf16 else spec.optim.precision
+        self.sampling_copy = self._shard() if self.mesh is not None else None
         self.pad_id = self.tokenizer.pad_token_id
         if spec.data.procedural is not None:  # generated prompts at a level the run adapts (RLVE)
             self.source = ProceduralSource(spec.data, self.tokenizer, seed=spec.optim.seed)
@@ -319,7 +343,7 @@ class Trainer:
         self.validator = validation.Validator(spec, held_out) if spec.validation is not None else None
         self.curriculum = Curriculum(spec, self.source)
         self.rubric = Rubric.from_spec(spec.rubric)
-        self.engine: RolloutEngine = create_engine(spec, model=self.model, tokenizer=self.tokenizer)
+        self.engine: RolloutEngine = create_engine(spec, model=self.sampling_model, tokenizer=self.tokenizer)
         self.optimizer = torch.optim.AdamW(
             trainable_parameters(self.model),
             lr=spec.optim.lr,
@@ -332,17 +356,55 @@ class Trainer:
         self.advantage_fn = ADVANTAGES.get(spec.algorithm.advantage_estimator)
         self.policy_loss_fn = POLICY_LOSSES.get(spec.algorithm.policy_loss)
         self.last_checkpoint: str | None = None
+        self.saved_at = time.monotonic()  # the clock of `every_n_minutes` starts with the run
         self.failures = FailureWatch(spec.reward.failure_warn_share, spec.reward.stop_after_failing_steps)
         self.hinter = Hinter.from_spec(spec.curriculum, self.tokenizer) if spec.curriculum.hints else None
         if resume_dir is not None:
             checkpoint.load_trainer_state(self, resume_dir)
+            # A sharded checkpoint's weights were loaded into the sharded model just now: the
+            # engine (or its whole copy) still holds the weights the model started from.
+            self._sync_sampler()
             reporter.log(f"resumed from {resume_dir} at step {self.step_count}")
+
+    def _shard(self) -> torch.nn.Module | None:
+        """Shard the policy and the reference on the mesh (trainers.sharding); returns the whole copy
+        to sample from, taken first, when something needs one (else None).
+
+        A sharded model cannot generate on one process alone: generation lengths differ between
+        processes, so their forward counts would, and rank 0 validates alone. An engine that
+        samples from the model object it is given (transformers), and IGPO's information-gain
+        passes (each process's own episodes), get a whole frozen copy instead, refreshed from the
+        gathered shards after each update (`_sync_sampler`); vLLM holds its own copy already.
+
+        The reference is sharded like the policy: it is as large as the policy, and holding it
+        whole on every process would undo what sharding saves. Its forwards are then collective
+        too, and follow the same rule as the policy's (`_frozen_logprobs`). A LoRA run's reference
+        is the policy itself with its adapters off: sharded with it."""
+        spec = self.spec
+        needs_copy = engine_class(spec.rollout.engine).samples_from_model or spec.algorithm.info_gain_weight > 0
+        whole = full_copy(self.model) if needs_copy else None
+        shard_model(self.model, self.mesh, spec.parallel)
+        if self.reference is not None and self.reference.model is not self.model:
+            shard_model(self.reference.model, self.mesh, spec.parallel)
+        return whole
+
+    @property
+    def sampling_model(self) -> torch.nn.Module:
+        """The model generation and IGPO run on: the policy, or its whole copy when it is sharded."""
+        return self.sampling_copy if self.sampling_copy is not None else self.model
+
+    def _sync_sampler(self) -> None:
+        """Make the engine sample from the policy's current weights. Sharded, the weights are gathered
+        one tensor at a time into the whole copy or straight into vLLM: every process at once."""
+        if self.sampling_copy is not None:
+            copy_weights_into(self.sampling_copy, export_weights(self.model))
+        self.engine.update_weights(self.sampling_model)
 
     @property
     def max_completion_tokens(self) -> int:
-        """The longest completion: one turn's max_new_tokens, or an episode's token budget."""
-        env = self.spec.environment
-        return env.max_episode_tokens if env is not None else self.spec.rollout.max_new_tokens
+        """The longest completion: one turn's max_new_tokens, or what an episode may hold after its prompt
+        (trainers.spec.token_bounds)."""
+        return self.spec.token_bounds.after_prompt
 
     @property
     def sampling(self) -> SamplingParams:
@@ -357,14 +419,15 @@ class Trainer:
         """Steps until total_steps or until `should_stop()` says so (checked between steps);
         a final checkpoint either way when `save_final`."""
         spec, reporter = self.spec, self.reporter
-        every = spec.checkpoint.every_n_steps
         metrics: dict[str, float] = {}
         stopped = False
         failed: str | None = None
         if self.step_count == 0:  # the step-0 baseline (at_start); a resumed run validated its step before
             self._validate()  # the checkpoint it resumed from
         while self.step_count < spec.optim.total_steps and not failed:
-            if should_stop():
+            # The cancel reaches one process (rank 0 under the studio); every process must agree to stop,
+            # or the others would wait in the step's collectives for a process that has left.
+            if any_process(should_stop(), self.dist, self.device):
                 stopped = True
                 break
             metrics = mean_over_processes(self.step(), self.dist)
@@ -377,16 +440,17 @@ class Trainer:
                 f" loss {metrics.get('actor/loss', float('nan')):.4f} ({metrics['timing/step_s']:.2f}s)"
             )
             reporter.prompt_stats(self.step_count, self.curriculum.take_events())
-            reporter.rollouts(self.step_count, self.rollouts(self.last_groups))
+            # Every process's rollouts, in rank order: rank 0 reports them all (collective).
+            reporter.rollouts(self.step_count, gathered_lists(self.rollouts(self.last_groups), self.dist))
             if not failed:  # before the checkpoint: a run resumed from it has validated this step
                 self._validate()
-            if every and self.step_count % every == 0 and not failed:
+            if self._checkpoint_due() and not failed:
                 self._save(save_checkpoint)
         if failed:  # the reward meant nothing for several steps: no final checkpoint of that training
             reporter.status("failed", failed)
             return RunResult("failed", self.step_count, metrics, self.last_checkpoint, failed)
         if spec.checkpoint.save_final and self.step_count > 0 and not self._saved_at_current_step():
-            self._save(save_checkpoint)
+            self._save(save_checkpoint, final=True)
         status = "cancelled" if stopped else "succeeded"
         detail = f"stopped at step {self.step_count}" if stopped else f"{self.step_count} steps"
         reporter.status(status, detail)
@@ -398,12 +462,24 @@ class Trainer:
         if self.validator is not None and self.dist.is_main and self.validator.due(self.step_count):
             self.validator.run(self.step_count, self.engine, self.rubric, self.tokenizer, self.reporter)
 
-    def _save(self, save_checkpoint) -> None:
-        if not self.dist.is_main:  # every process holds the same weights; rank 0 writes them
-            return
-        path = save_checkpoint(self)
+    def _checkpoint_due(self) -> bool:
+        """Every `every_n_steps` steps, or once `every_n_minutes` have passed since the last save (or the
+        start); every process gets the same answer (their clocks differ by a little)."""
+        every, minutes = self.spec.checkpoint.every_n_steps, self.spec.checkpoint.every_n_minutes
+        if every and self.step_count % every == 0:
+            return True
+        if not minutes:
+            return False
+        return any_process(time.monotonic() - self.saved_at >= minutes * 60, self.dist, self.device)
+
+    def _save(self, save_checkpoint, final: bool = False) -> None:
+        """Every process writes its shards and its own state (trainers.run.checkpoint); rank 0 reports.
+        A final checkpoint is also exported as a transformers folder."""
+        path = save_checkpoint(self, final=final)
         self.last_checkpoint = str(path)
-        self.reporter.checkpoint(self.step_count, str(path))
+        self.saved_at = time.monotonic()
+        if self.dist.is_main:
+            self.reporter.checkpoint(self.step_count, str(path))
 
     def _saved_at_current_step(self) -> bool:
         return self.last_checkpoint is not None and Path(self.last_checkpoint).name == f"step-{self.step_count}"
@@ -430,7 +506,7 @@ class Trainer:
         train_started = time.perf_counter()
         metrics = self._train_on(train_groups)
         lr = self._advance_schedule()
-        self.engine.update_weights(self.model)
+        self._sync_sampler()
         self.step_count += 1
         self.last_groups = generated
         self.last_trained = {id(grp) for grp in train_groups}
@@ -466,7 +542,11 @@ class Trainer:
         if train_groups:
             return self._update(train_groups)
         self.reporter.log(f"step {self.step_count + 1}: every group's rewards agree; no update")
-        if self.dist.enabled:  # the other processes count units and average gradients with this one
+        if self.dist.enabled:  # the others' passes are collective: this process joins each of them
+            self._frozen_logprobs(self.model, None)
+            if self.reference is not None:
+                with self.reference.context():
+                    self._frozen_logprobs(self.reference.model, None)
             for _ in range(self.spec.algorithm.ppo_epochs):
                 self._join_pass_without_data()
         return {}
@@ -569,7 +649,7 @@ class Trainer:
         episodes = [ep for s in scored for ep in s.episodes]
         if algo.info_gain_weight > 0:  # IGPO (opt-in): information-gain turn rewards, before they are summed below
             t0 = time.perf_counter()
-            found = apply_info_gain(self.model, self.tokenizer, episodes, weight=algo.info_gain_weight,
+            found = apply_info_gain(self.sampling_model, self.tokenizer, episodes, weight=algo.info_gain_weight,
                                     answer_field=algo.info_gain_answer_field, batch_size=self.spec.optim.micro_batch_size)  # fmt: skip
             timings["score"] += time.perf_counter() - t0
             # Reported for the step's first round, as the reward metrics are.
@@ -667,7 +747,9 @@ class Trainer:
             or algo.tis_cap is not None
             or (batch.engine_logp is not None and not gap_from_training)
         )
-        old_logp = self._frozen_logprobs(self.model, batch.tokens) if need_old else None
+        # Without need_old this process still joins the others' old-logprob passes (a sharded model's
+        # forwards are collective): with no batch it runs idle passes only, when another needs them.
+        old_logp = self._frozen_logprobs(self.model, batch.tokens if need_old else None)
         ref_logp = None
         if self.reference is not None:
             with self.reference.context():
@@ -720,18 +802,46 @@ class Trainer:
         metrics = logprob_gap(batch.engine_logp, trainer_logp, batch.mask) if trainer_logp is not None else {}
         return metrics | {key: float(np.mean([p[key] for p in passes])) for key in passes[0]}
 
-    def _frozen_logprobs(self, model, batch: TokenBatch) -> torch.Tensor:
-        """(B, T) logprobs of the completion tokens, without gradient."""
-        optim = self.spec.optim
-        with autocast(model, optim.precision):
-            logp, _ = batched_logprobs(
-                model,
-                batch,
-                micro_batching=MicroBatching.of(optim),
-                temperature=self.spec.rollout.temperature,
-                chunk_tokens=self.chunk_tokens,
-            )
+    def _frozen_logprobs(self, model, batch: TokenBatch | None) -> torch.Tensor | None:
+        """(B, T) logprobs of the completion tokens, without gradient; None without a batch. Sharded,
+        every process runs as many passes as the process with the most micro-batches (idle passes
+        for the rest), a process without a batch included."""
+        micro_batching = MicroBatching.of(self.spec.optim)
+        idle = self._idle_passes(len(micro_batching.split(batch)) if batch is not None else 0)
+        logp = None
+        with autocast(model, self.precision):
+            if batch is not None:
+                logp, _ = batched_logprobs(
+                    model,
+                    batch,
+                    micro_batching=micro_batching,
+                    temperature=self.spec.rollout.temperature,
+                    chunk_tokens=self.chunk_tokens,
+                )
+            for _ in range(idle):
+                self._idle_pass(model, grad=False)
         return logp
+
+    def _idle_passes(self, passes: int) -> int:
+        """How many idle passes this process adds to its `passes` so that every process runs as
+        many as the one with the most. Sharded, each pass's forward all-gathers and its backward
+        reduce-scatters, over every process: a process that stopped early would leave the others
+        waiting. Collective, asked before any of the passes (0 when not sharded)."""
+        if self.mesh is None:
+            return 0
+        return max_over_processes(passes, self.dist, self.device) - passes
+
+    def _idle_pass(self, model, *, grad: bool) -> None:
+        """A pass over a one-token sequence that changes nothing: with `grad` its backward runs with
+        weight 0, so every parameter a real pass reaches gets a gradient of exactly zero (FSDP
+        reduce-scatters the same gradients on every process) and the step's gradient is the real
+        micro-batches' alone."""
+        tokens = TokenBatch.build([[self.pad_id]], [[self.pad_id]], pad_id=self.pad_id, device=self.device)
+        pack_tokens = MicroBatching.of(self.spec.optim).pack_tokens
+        with torch.set_grad_enabled(grad), autocast(model, self.precision):
+            logp, _ = token_logprobs(model, tokens, chunk_tokens=self.chunk_tokens, pack_tokens=pack_tokens)
+        if grad:
+            (logp.sum() * 0.0).backward()
 
     def _engine_logprobs(self, episodes: list[Episode], columns: int) -> torch.Tensor | None:
         """(B, T) the engine's logprobs of the sampled tokens (0 on observations), when it reported them."""
@@ -753,16 +863,19 @@ class Trainer:
         # each process's share is scaled by the process count, which averaging gradients divides out.
         local_units = aggregation_units(loss_mask, mode)
         total_units = sum_over_processes(local_units, self.dist).clamp(min=1)
+        # FSDP2 averages each gradient over the mesh, replicate and shard dimensions alike.
         scale = self.dist.world_size
         local_units = local_units.clamp(min=1)
         sums: dict[str, float] = {}  # diagnostics: this process's own weighted means
         self.model.train()
         micro_batching = MicroBatching.of(spec.optim)
-        for rows in micro_batching.split(batch):
+        splits = micro_batching.split(batch)
+        idle = self._idle_passes(len(splits))  # agreed before the first forward
+        for rows in splits:
             mb = batch.select(rows)
             T = mb.completion_mask.shape[1]
             m = loss_mask[rows, :T]
-            with autocast(self.model, spec.optim.precision):  # the loss below is float32 either way
+            with autocast(self.model, self.precision):  # the loss below is float32 either way
                 logp, entropy = token_logprobs(
                     self.model,
                     mb,
@@ -804,22 +917,26 @@ class Trainer:
             weight = accumulation_weight(m, local_units, mode).item()
             for key, value in parts.items():
                 sums[key] = sums.get(key, 0.0) + value * weight
+        for _ in range(idle):
+            self._idle_pass(self.model, grad=True)
         sums["actor/grad_norm"] = self._apply_gradients()
         return sums
 
     def _join_pass_without_data(self) -> None:
         """This process's part of an optimisation pass when all its groups were filtered out:
-        no units, no gradient, the same collectives as the others."""
+        no units and a gradient of zero, through the same collectives as the others."""
         sum_over_processes(torch.zeros((), device=self.device), self.dist)
+        for _ in range(self._idle_passes(0)):
+            self._idle_pass(self.model, grad=True)
         self._apply_gradients()
 
     def _apply_gradients(self) -> float:
-        """Average the accumulated gradients over processes (data parallel; a no-op alone), clip,
-        step the optimiser; returns the gradient norm before clipping."""
+        """Clip the accumulated gradients (sharded, FSDP has reduced them over the processes during
+        the backward passes), step the optimiser; returns the gradient norm before clipping."""
         params = trainable_parameters(self.model)
-        average_gradients(params, self.dist)
         max_norm = self.spec.optim.max_grad_norm if self.spec.optim.max_grad_norm is not None else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm).item()
+        # Sharded, the norm is a DTensor over the mesh (its square summed over the shards).
+        grad_norm = full_tensor(torch.nn.utils.clip_grad_norm_(params, max_norm)).item()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return grad_norm
@@ -839,7 +956,13 @@ class Trainer:
         return out
 
     def rollouts(self, groups: list[Group]) -> list[Rollout]:
-        group_ids = step_group_ids([grp.prompt.id for grp in groups])
+        """This process's groups as Rollouts. Their group ids are numbered over the step's groups on
+        every process (a row drawn on two processes is "id" on the first and "id@1" on the second),
+        so the gathered step has no two groups of one name. Every process must call it."""
+        ids = [grp.prompt.id for grp in groups]
+        per_process = gathered_lists([ids], self.dist)
+        before = sum(len(part) for part in per_process[: self.dist.rank])
+        group_ids = step_group_ids([i for part in per_process for i in part])[before : before + len(ids)]
         multi_turn = self.spec.environment is not None
         return [
             episode_rollout(

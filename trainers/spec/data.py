@@ -11,14 +11,22 @@ from trainers.data.procedural.catalog import TASKS
 from trainers.spec.base import Section, field_error
 
 
+def _task_names() -> str:
+    """The procedural tasks, from the catalogue: single-turn ones, then those that need an environment."""
+    single = [name for name, info in TASKS.items() if info.environment is None]
+    multi = [name for name, info in TASKS.items() if info.environment is not None]
+    text = ", ".join(single) + (" (answers checked by exact_match on the answer field; with no environment, or"
+                                " one that starts from the prompt, as tools with the calculator)")
+    return text + (f", or the {' / '.join(multi)} environments (set the same environment)" if multi else "")
+
+
 class ProceduralSpec(Section):
     """Generated problems (arithmetic, sorting, ...) instead of a dataset, at a difficulty the run
     raises or lowers to keep the pass rate in a target band (RLVE, arXiv:2511.07317)."""
 
     task: str = Field(
         "arithmetic",
-        description="What to generate: arithmetic, sorting, counting, reverse, uppercase, rotate (answers checked "
-        "by exact_match on the answer field), or the lookup / guess_number environments (set the same environment).",
+        description=f"What to generate: {_task_names()}.",
     )
     start_difficulty: int = Field(1, ge=1, le=64, description="Difficulty level of the first step (1 is easiest).")
     min_difficulty: int = Field(1, ge=1, le=64, description="The level never goes below this.")
@@ -99,7 +107,9 @@ class DataSpec(Section):
         json_schema_extra=marks(DATA),
     )
     procedural: ProceduralSpec | None = Field(
-        None, description="Generate the prompts (with an adaptive difficulty) instead of reading a dataset."
+        None,
+        description="Generate the prompts (with an adaptive difficulty) instead of reading a dataset.",
+        examples=[{"task": TASKS.names()[0], "start_difficulty": 1, "adapt": True}],
     )
     format: Literal["auto", "jsonl", "csv", "parquet", "hf"] = Field("auto", description="auto: from the extension.")
     split: str = Field("train", description="Split to use for a dataset folder with several splits.")
@@ -116,6 +126,11 @@ class DataSpec(Section):
     max_prompt_tokens: int = Field(512, ge=8, le=131072, description="Longer prompts are truncated from the left.")
     shuffle: bool = Field(True, description="Shuffle prompts each epoch (seeded).")
     limit: int | None = Field(None, ge=1, description="Use only the first N rows.")
+    skip_invalid_rows: bool = Field(
+        False,
+        description="Leave out the rows the run cannot use (not parsable, or a mapped field missing or wrong, as the "
+        "dataset's check lists them) instead of stopping at the first; at least one row must be valid.",
+    )
 
     @model_validator(mode="after")
     def _one_prompt_source(self) -> DataSpec:

@@ -24,8 +24,13 @@ class LoraSpec(Section):
     )
 
 
-# A Hugging Face hub id: "name" or "owner/name", letters, digits, - _ . (as the hub's own check).
-HUB_ID = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+# A Hugging Face hub id as the Hub names repositories: "owner/name", each part 1 to 96 letters, digits,
+# - _ . that starts and ends with a letter, digit or _ (huggingface_hub's validate_repo_id), no "--" or
+# "..", not ending in ".git". The owner is required: a bare name is more often a mistyped folder.
+_HUB_PART = r"[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?"
+HUB_ID = re.compile(rf"{_HUB_PART}/{_HUB_PART}")
+HUB_RULES = ("a hub id is owner/name (like Qwen/Qwen2.5-0.5B): letters, digits, - _ and ., each part up to 96 "
+             "characters, starting and ending with a letter or digit, without -- or ..")  # fmt: skip
 
 
 def looks_local(path: str) -> bool:
@@ -41,20 +46,21 @@ def model_path_shape_error(path: str) -> str | None:
     where the files are (the worker at run start, the studio for folders it shares with it)."""
     if looks_local(path):
         return None
-    if HUB_ID.fullmatch(path) and "--" not in path and ".." not in path:
+    if HUB_ID.fullmatch(path) and "--" not in path and ".." not in path and not path.endswith(".git"):
         return None
-    return f"{path!r} is not a local folder (start it with / ./ or ~/) and not a hub id (owner/name)"
+    return f"{path!r} is not a local folder (start it with / ./ or ~/) and not a hub id: {HUB_RULES}"
 
 
 def model_folder_error(path: str, *, adapters_ok: bool = False) -> str | None:
     """Why the local folder `path` cannot hold a model, or None: it must exist and hold a config.json
-    (or, with `adapters_ok`, a LoRA checkpoint's adapter_config.json). A hub id is not checked here."""
+    (or, with `adapters_ok`, a checkpoint: a LoRA checkpoint's adapter_config.json, or the sharded
+    weights of a checkpoint not exported as a transformers folder, dcp/.metadata). A hub id is not checked here."""
     if not looks_local(path):
         return None
     folder = Path(path).expanduser()
     if not folder.is_dir():
         return f"folder {path} does not exist" if not folder.exists() else f"{path} is a file, not a model folder"
-    names = ("config.json", "adapter_config.json") if adapters_ok else ("config.json",)
+    names = ("config.json", "adapter_config.json", "dcp/.metadata") if adapters_ok else ("config.json",)
     if not any((folder / name).is_file() for name in names):
         return f"{path} has no config.json: not a model folder"
     return None
@@ -64,11 +70,15 @@ class ModelSpec(Section):
     """The policy to train: where it loads from, its dtype, memory savers and LoRA."""
 
     path: str = Field(
-        ..., min_length=1, description="Local folder or hub id of a causal LM (save_pretrained layout).",
+        ..., min_length=1,
+        description="Local folder (save_pretrained layout) of a causal LM, or its Hugging Face hub id (owner/name), "
+        "which the worker downloads when the run starts.",
         json_schema_extra=marks(MODEL),
     )  # fmt: skip
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        "float32", description="Weights dtype for training; bfloat16 on recent GPUs."
+        "float32",
+        description="Weights dtype. bfloat16 weights lose every update smaller than their spacing (most of "
+        "them at lr 1e-5); to train in bfloat16, keep float32 here and set optim.precision to bfloat16.",
     )
     trust_remote_code: bool = Field(False, description="Allow model code from the model folder.")
     gradient_checkpointing: bool = Field(False, description="Trade compute for memory in the backward pass.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
@@ -15,7 +16,11 @@ class RolloutSpec(Section):
     """Generation: engine, sampling parameters and response length."""
 
     engine: Literal["transformers", "vllm"] = Field("transformers", description="Generation back-end.")
-    max_new_tokens: int = Field(64, ge=1, le=131072, description="Completion length cap.")
+    max_new_tokens: int = Field(
+        64, ge=1, le=131072,
+        description="Tokens the model may sample in one turn: the whole completion without an environment; in an "
+        "environment each turn, as well as the environment's max_turn_tokens (the smaller wins).",
+    )  # fmt: skip
     temperature: float = Field(1.0, ge=0, le=5, description="Sampling temperature (0 = greedy).")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling.")
     top_k: int = Field(0, ge=0, description="Top-k sampling; 0 disables.")
@@ -49,9 +54,15 @@ class EnvironmentSpec(Section):
     params: dict[str, Any] = Field(default_factory=dict, description="Kind-specific parameters.")
     max_turns: int = Field(4, ge=1, le=256, description="Model turns per episode; the episode ends after the last.")
     max_episode_tokens: int = Field(
-        1024, ge=8, le=131072, description="Tokens after the prompt (sampled + observation) before the episode ends."
-    )
-    max_turn_tokens: int = Field(256, ge=1, le=131072, description="Tokens the model may sample in one turn.")
+        1024, ge=8, le=131072,
+        description="Tokens after the prompt (sampled + observation) before the episode ends: what one rollout "
+        "holds beyond its prompt.",
+    )  # fmt: skip
+    max_turn_tokens: int = Field(
+        256, ge=1, le=131072,
+        description="Tokens the model may sample in one turn; an experiment's rollout.max_new_tokens caps each "
+        "turn too (the smaller wins).",
+    )  # fmt: skip
     tool_timeout_s: float = Field(5.0, gt=0, le=600, description="Wall-clock limit of one tool call.")
     tool_memory_mb: int = Field(512, ge=32, le=65536, description="Memory limit of a sandboxed tool or environment.")
     max_observation_chars: int = Field(
@@ -70,3 +81,29 @@ class EnvironmentSpec(Section):
     def params_section(self) -> BaseModel:
         """The params as the kind's model (trainers.access finds the paths they name)."""
         return environment_params(self.kind).model_validate(self.params)
+
+
+@dataclass(frozen=True)
+class TokenBounds:
+    """How long a rollout may be, in tokens (see `token_bounds`)."""
+
+    turn: int  # sampled in one model turn
+    sampled: int  # sampled in the whole rollout (every turn): what is generated
+    after_prompt: int  # the rollout beyond its prompt (sampled + observations): what is trained on with the prompt
+
+
+def token_bounds(max_new_tokens: int, max_turns: int | None = None, max_turn_tokens: int | None = None,
+                 max_episode_tokens: int | None = None) -> TokenBounds:  # fmt: skip
+    """The one rule for token limits. Without an environment (max_turns None) a rollout is one turn of
+    at most rollout.max_new_tokens. In an environment each turn samples at most
+    min(rollout.max_new_tokens, environment.max_turn_tokens), and the episode holds at most
+    environment.max_episode_tokens after the prompt (sampled and observation tokens; the last turn is
+    cut to what is left), so it samples at most min(max_turns x turn, max_episode_tokens). The engines
+    (trainers.rollout.generate), the trainer and the studio's step cost all read it from here."""
+    if max_turns is None:
+        return TokenBounds(max_new_tokens, max_new_tokens, max_new_tokens)
+    turn = min(max_new_tokens, max_turn_tokens or max_new_tokens)
+    sampled = min(max_turns * turn, max_episode_tokens or max_turns * turn)
+    # One turn: nothing follows it. More: observations between turns may fill the episode's budget.
+    after_prompt = sampled if max_turns == 1 else max(sampled, max_episode_tokens or sampled)
+    return TokenBounds(turn, sampled, after_prompt)

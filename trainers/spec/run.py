@@ -7,27 +7,43 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from trainers.access import DATA, MODEL, marks
+from trainers.data.procedural.catalog import task_environments
 from trainers.spec.algorithm import AlgorithmSpec
 from trainers.spec.base import Section, error_at, field_error
 from trainers.spec.curriculum import CurriculumSpec, step_rollouts
 from trainers.spec.data import DataSpec
 from trainers.spec.model import ModelSpec
 from trainers.spec.optim import OptimSpec
-from trainers.spec.rollout import EnvironmentSpec, RolloutSpec
+from trainers.spec.parallel import ParallelSpec
+from trainers.spec.rollout import EnvironmentSpec, RolloutSpec, TokenBounds, token_bounds
 from trainers.spec.rubric import RewardSpec, RubricSpec
+from trainers.spec.warm_up import WarmUpSpec
 
 
 class CheckpointSpec(Section):
-    """Where outputs go, how often to checkpoint, and what to resume from."""
+    """Where outputs go, how often to checkpoint (by steps, by minutes), what to resume from, and how many
+    times the studio resumes the run by itself after losing its worker."""
 
     output_dir: str = Field("runs/out", description="Folder for checkpoints, metrics and rollouts.")
     every_n_steps: int = Field(0, ge=0, description="Save every N steps; 0 saves only at the end or on stop.")
+    every_n_minutes: float = Field(
+        0.0, ge=0, le=10_000,
+        description="Also save once this many minutes have passed since the last checkpoint, so a schedule of "
+        "long steps loses little to a crash; 0: off.",
+    )  # fmt: skip
+    max_restarts: int = Field(
+        3, ge=0, le=100,
+        description="Times the studio resumes the run by itself from its newest checkpoint when its worker is "
+        "lost or stopped (preemption, a crash, a restart); 0: never.",
+    )  # fmt: skip
     keep_last: int = Field(2, ge=1, description="Older checkpoints are deleted.")
     resume_from: str | None = Field(
         None, description="Checkpoint folder to resume from ('latest' finds the newest).",
         json_schema_extra=marks(MODEL, keywords=("latest",)),
     )  # fmt: skip
-    save_final: bool = Field(True, description="Save a checkpoint when the run ends or is stopped.")
+    save_final: bool = Field(
+        True, description="Save a checkpoint when the run ends or is stopped (cancelled, or its worker shut down)."
+    )
 
 
 class EvalSpec(Section):
@@ -129,11 +145,15 @@ class RunSpec(Section):
         None, description="Multi-turn environment (tools, a simulated user...); none: one turn per prompt."
     )
     optim: OptimSpec = Field(default_factory=OptimSpec)
+    parallel: ParallelSpec = Field(default_factory=ParallelSpec)
     curriculum: CurriculumSpec = Field(default_factory=CurriculumSpec)
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     eval: EvalSpec = Field(default_factory=EvalSpec)
     validation: ValidationSpec | None = Field(
         None, description="Validation on held-out prompts during training (val/ curves); none: no validation."
+    )
+    warm_up: WarmUpSpec | None = Field(
+        None, description="A supervised cold start on example conversations before RL; none: RL starts from the model."
     )
 
     @model_validator(mode="after")
@@ -157,6 +177,10 @@ class RunSpec(Section):
             )
         if c.hints:
             self._check_hints()
+        if self.warm_up is not None and self.parallel.world_size > 1:
+            raise error_at(self, ("warm_up", "path"), self.warm_up.path,
+                           "the cold start runs in one process: run it with parallel.procs_per_node and nodes 1, "
+                           "or cold-start the model in a run of its own and start this one from its output")  # fmt: skip
         return self
 
     def _check_hints(self) -> None:
@@ -172,12 +196,18 @@ class RunSpec(Section):
 
     @model_validator(mode="after")
     def _procedural_fits(self) -> RunSpec:
+        """A task with an environment of its own (lookup, guess_number) runs in that one. A single-turn task
+        (arithmetic, sorting...) runs with no environment, or in one that starts from the row (tools, python:
+        reset(row) gets the generated prompt and its answer), but not in another task's own environment."""
         procedural = self.data.procedural
         if procedural is None:
             return self
         wanted, kind = procedural.environment, self.environment.kind if self.environment else None
+        if wanted is None and kind not in task_environments():
+            return self
         if wanted != kind:
-            needs = f"the environment {wanted!r}" if wanted else "no environment (it is a single-turn task)"
+            needs = (f"the environment {wanted!r}" if wanted else
+                     f"no environment, or one that starts from its prompt (not {kind!r}, which makes its own puzzle)")
             raise error_at(self, ("data", "procedural", "task"), procedural.task,
                             f"task {procedural.task!r} needs {needs}; the run's environment is {kind!r}")  # fmt: skip
         return self
@@ -201,6 +231,14 @@ class RunSpec(Section):
     def loss_agg_norm(self) -> int:
         """Dr. GRPO's constant normaliser, resolved once: explicit value or max_new_tokens."""
         return self.algorithm.loss_agg_norm or self.rollout.max_new_tokens
+
+    @property
+    def token_bounds(self) -> TokenBounds:
+        """How long a rollout may be: rollout.max_new_tokens per turn, and the environment's limits (`token_bounds`)."""
+        env = self.environment
+        if env is None:
+            return token_bounds(self.rollout.max_new_tokens)
+        return token_bounds(self.rollout.max_new_tokens, env.max_turns, env.max_turn_tokens, env.max_episode_tokens)
 
     @property
     def knapsack_rollouts(self) -> int:

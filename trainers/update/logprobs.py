@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from trainers.models import accepts_logits_to_keep, supports_lean_decode
+from trainers.sharding import is_sharded, run_pass
 from trainers.update.batches import TokenBatch
 from trainers.update.micro_batching import MicroBatching
 from trainers.update.packing import PackedRows
@@ -81,7 +82,18 @@ def token_logprobs(
     gradient only with `entropy_grad` (an entropy bonus); otherwise it is a diagnostic.
     `chunk_tokens` > 0 applies the head to that many positions at a time (see `head_logprobs`);
     `pack_tokens` > 0 runs the decoder over the sequences packed into rows of that many tokens
-    (see `trainers.update.packing`) instead of the padded batch: same values, no padding computed."""
+    (see `trainers.update.packing`) instead of the padded batch: same values, no padding computed.
+    A sharded model (trainers.sharding) runs it as one pass through its root unit."""
+    return run_pass(
+        model,
+        lambda: _token_logprobs(model, batch, temperature, with_entropy, entropy_grad, chunk_tokens, pack_tokens),
+    )
+
+
+def _token_logprobs(
+    model, batch: TokenBatch, temperature: float, with_entropy: bool, entropy_grad: bool, chunk_tokens: int,
+    pack_tokens: int,
+) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
     options = {"temperature": temperature, "with_entropy": with_entropy, "entropy_grad": entropy_grad}
     if head_split_unsupported(model) is not None:
         logits = _outputs(model, _logits_step(model), batch, pack_tokens)  # (B, T, V)
@@ -229,8 +241,11 @@ def _completion_outputs(model, step, batch: TokenBatch) -> torch.Tensor:
 
 
 def _can_share_prompts(model) -> bool:
-    """The prompt pass needs a KV cache, which gradient checkpointing turns off in training."""
-
+    """The prompt pass needs a KV cache, which gradient checkpointing turns off in training. Not for
+    a sharded model: sharing takes two decoder passes where a batch has repeated prompts and one
+    where it has none, and every process must run as many (collective) layer passes as the others."""
+    if is_sharded(model):
+        return False
     return supports_lean_decode(model) and not getattr(model, "is_gradient_checkpointing", False)
 
 

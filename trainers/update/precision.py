@@ -14,5 +14,9 @@ def autocast(model, precision: str) -> AbstractContextManager:
     loss are float32 either way."""
     if precision not in ("float32", "bfloat16"):
         raise ValueError(f"unknown precision {precision!r}; valid: float32, bfloat16")
-    device = next(model.parameters()).device
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=precision == "bfloat16")
+    param = next(model.parameters())
+    # A sharded parameter (FSDP2, a DTensor) computes on its mesh's device, even when CPU offload
+    # keeps it in CPU memory between passes.
+    mesh = getattr(param, "device_mesh", None)
+    device_type = mesh.device_type if mesh is not None else param.device.type
+    return torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=precision == "bfloat16")

@@ -45,6 +45,6 @@ def test_the_warm_up_mixes_tool_use_guesses_and_malformed_calls():
 
 
 def test_the_demo_spec_validates_with_the_lookup_environment(tmp_path):
-    spec = RunSpec.model_validate(agent_demo_spec("model", make_agent_dataset(tmp_path / "b.jsonl"), tmp_path / "out"))
+    spec = RunSpec.model_validate(agent_demo_spec("/models/tiny", make_agent_dataset(tmp_path / "b.jsonl"), tmp_path / "out"))
     assert spec.environment.kind == "lookup" and spec.environment.params["instructions"] is False
     assert (tmp_path / "b.jsonl").read_text().count("\n") == len(TRAIN_BOXES)

@@ -76,3 +76,16 @@ def test_an_agent_tokenizer_keeps_tool_markers_whole_and_in_decoded_text(tmp_pat
     assert tok.decode(ids, skip_special_tokens=True) == call
     text = tok.apply_chat_template([{"role": "tool", "content": "4821"}], tokenize=False)
     assert tok(text, add_special_tokens=False).input_ids[0] == tok.convert_tokens_to_ids("<|tool|>")
+
+
+def test_building_prints_nothing_and_leaves_transformers_output_as_it_was(tmp_path, capfd):
+    """The first start builds this model: transformers' "Writing model shards" bar and logs stay off
+    its output (issue 27), and are back on after the build."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    build_tiny_model(tmp_path / "quiet", hidden=32, layers=1, heads=2, intermediate=64)
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")
+    assert hf_logging.is_progress_bar_enabled()
+    assert hf_logging.get_verbosity() == level

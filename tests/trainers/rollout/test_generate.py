@@ -103,6 +103,15 @@ def test_the_turn_limit_and_the_token_budget_end_episodes(engine, tiny_tokenizer
         assert len(ep.completion_ids) <= 20 and all(len(t.token_ids) <= 8 for t in ep.turns)
 
 
+def test_max_new_tokens_caps_each_turn_of_an_episode_as_the_environments_turn_limit_does(engine, tiny_tokenizer,
+                                                                                         prompts):  # fmt: skip
+    # trainers.spec.token_bounds: a turn samples at most min(max_new_tokens, max_turn_tokens), here min(3, 8).
+    short = SamplingParams(max_new_tokens=3, temperature=1.0, logprobs=True)
+    episodes = flat(run_episodes(engine, tiny_tokenizer, prompts, 2, short, env(max_turns=3, turns=0)))
+    assert all(1 <= len(turn.token_ids) <= 3 for ep in episodes for turn in ep.turns)
+    assert any(turn.finish_reason == "length" and len(turn.token_ids) == 3 for ep in episodes for turn in ep.turns)
+
+
 def test_an_environment_that_raises_ends_its_episode_with_the_error_and_the_rest_go_on(engine, tiny_tokenizer, prompts):
     stepping = flat(run_episodes(engine, tiny_tokenizer, prompts, 2, PARAMS, env(fail_on="step")))
     assert all(ep.end_reason == "error" and len(ep.turns) == 1 for ep in stepping)

@@ -1,7 +1,8 @@
 import pytest
 
-from tests.trainers.helpers import tiny_spec
+from tests.trainers.helpers import save_the_old_way, tiny_spec
 from trainers.report import MemoryReporter
+from trainers.run import loop
 from trainers.run.checkpoint import STATE_FILE, CheckpointError, list_checkpoints, resolve_resume
 from trainers.run.loop import train
 
@@ -56,6 +57,16 @@ def test_only_the_newest_checkpoints_are_kept(tiny_model_path, tmp_path):
     assert (kept[-1] / "tokenizer.json").exists()
 
 
+@pytest.mark.parametrize(("minutes", "saved"), [(1e-9, [1, 2, 3]), (60.0, [3])])
+def test_checkpoints_are_also_taken_every_n_minutes(tiny_model_path, tmp_path, minutes, saved):
+    # 1e-9 minutes: due after every step; an hour: never within this run, only the final checkpoint.
+    spec = tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 3},
+                     checkpoint={"every_n_steps": 0, "every_n_minutes": minutes, "keep_last": 5})  # fmt: skip
+    reporter = MemoryReporter()
+    train(spec, reporter)
+    assert [s for s, _ in reporter.checkpoints] == saved
+
+
 def test_resuming_without_a_checkpoint_says_where_it_looked(tiny_model_path, tmp_path):
     spec = tiny_spec(tiny_model_path, tmp_path)
     spec.checkpoint.resume_from = "latest"
@@ -81,3 +92,27 @@ def test_a_lora_run_checkpoints_its_adapters_and_resumes(tiny_model_path, tmp_pa
     # The resumed adapters were loaded: fresh ones (lora_B = 0) would leave the policy equal to the
     # reference and the KL exactly 0 (k3 is never negative, so only > 0 says something).
     assert resumed.metric_points[0][1]["actor/kl"] > 0
+
+
+def test_a_checkpoint_from_before_sharding_still_resumes_the_same_run(tiny_model_path, tmp_path, monkeypatch):
+    overrides = {"optim": {"total_steps": 3, "seed": 3}, "checkpoint": {"every_n_steps": 2}}
+    whole = MemoryReporter()
+    train(tiny_spec(tiny_model_path, tmp_path / "whole", **overrides), whole)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(loop, "save_checkpoint", save_the_old_way)
+        interrupted = MemoryReporter()
+        first = tiny_spec(tiny_model_path, tmp_path / "old", **overrides)
+        train(first, interrupted, should_stop=lambda: len(interrupted.metric_points) == 2)
+    old = list_checkpoints(first.checkpoint.output_dir)[-1]
+    assert old.name == "step-2" and not (old / "dcp").exists()
+    resumed = MemoryReporter()
+    second = tiny_spec(tiny_model_path, tmp_path / "old", **overrides)
+    second.checkpoint.resume_from = str(old)
+    assert train(second, resumed).steps == 3
+
+    expected, got = comparable(whole.metric_points[2][1]), comparable(resumed.metric_points[0][1])
+    assert got.keys() == expected.keys()
+    for key in expected:
+        assert got[key] == pytest.approx(expected[key], abs=1e-6), key
+    assert [r.completion for r in resumed.rollout_batches[0][1]] == [r.completion for r in whole.rollout_batches[2][1]]

@@ -147,12 +147,14 @@ def test_an_unknown_preset_name_is_refused_listing_the_known_ones():
     assert RunSpec.model_validate({**BASE, "algorithm": {"preset": None}}).algorithm.preset is None
 
 
-@pytest.mark.parametrize("path", ["Qwen/Qwen2.5-0.5B", "gpt2", "/models/x", "./x", "~/x", "models/sub/x"])
+@pytest.mark.parametrize("path", ["Qwen/Qwen2.5-0.5B", "openai-community/gpt2", "/models/x", "./x", "~/x", "models/sub/x"])
 def test_a_model_path_is_a_folder_path_or_a_well_formed_hub_id(path):
     assert RunSpec.model_validate({**BASE, "model": {"path": path}}).model.path == path
 
 
-@pytest.mark.parametrize("path", ["my model", "org--x/name", "owner/na me", "-x/y"])
+# A bare name ("gpt2") is refused too: a hub id names its owner (the Hub redirects the old bare names to one),
+# and a bare word is more often a mistyped folder than a model to download.
+@pytest.mark.parametrize("path", ["my model", "org--x/name", "owner/na me", "-x/y", "gpt2", "org/name.git", "org/x-"])
 def test_a_model_path_that_is_neither_is_refused_saying_so_plainly(path):
     errs = errors_of({**BASE, "model": {"path": path}, "algorithm": {}})
     assert "not a local folder" in errs["model.path"] and "not a hub id" in errs["model.path"]

@@ -76,28 +76,28 @@ def trainer(tiny_model_path, tmp_path_factory):
     return GradientKeeper(spec, MemoryReporter())
 
 
-def training_batch():
+def training_batch(device: torch.device | str = "cpu"):
     """3 prompts shared by groups of 3, 2 and 3 samples; completions of 2 to 40 tokens with turns:
     the observation stretches are not trained on (holes in the mask)."""
     g = torch.Generator().manual_seed(0)
     prompts = [[4, 10, 11, 12, 2, 5]] * 3 + [[4, 20, 2, 5]] * 2 + [[4, 30, 31, 32, 33, 34, 35, 2, 5]] * 3
     lengths = [2, 40, 3, 2, 35, 4, 30, 3]
     completions = [torch.randint(6, 300, (n,), generator=g).tolist() for n in lengths]
-    batch = TokenBatch.build(prompts, completions, pad_id=0)
+    batch = TokenBatch.build(prompts, completions, pad_id=0, device=device)
     trained = batch.completion_mask.clone()
     trained[1, 10:18] = 0  # a tool result inside the second sample's episode
     trained[4, 5:9] = 0
     trained[6, 20:29] = 0
-    advantages = torch.randn(trained.shape, generator=g) * trained
+    advantages = torch.randn(trained.shape, generator=g).to(device) * trained
     return batch, trained, advantages
 
 
 @pytest.mark.parametrize("mode", ["balanced", "packed"])
 def test_a_pass_gives_the_padded_loss_and_gradients(trainer, mode):
-    batch, trained, advantages = training_batch()
+    batch, trained, advantages = training_batch(trainer.device)
     padded = MicroBatching("padded", size=3)
     old = batched_logprobs(trainer.model, batch, micro_batching=padded)[0]
-    old = old + 0.05 * torch.randn(old.shape, generator=torch.Generator().manual_seed(1))  # ratios away from 1
+    old = old + 0.05 * torch.randn(old.shape, generator=torch.Generator().manual_seed(1)).to(old.device)  # ratios away from 1
     ref = old + 0.1
     # The longest sequence (9 + 40 tokens) is over the 48-token budget: it gets a micro-batch of its own.
     budgets = {"micro_batch_size": 3, "micro_batch_tokens": 48}
@@ -117,7 +117,7 @@ def test_a_pass_gives_the_padded_loss_and_gradients(trainer, mode):
 
 @pytest.mark.parametrize("mode", ["balanced", "packed"])
 def test_frozen_logprobs_and_entropy_equal_the_padded_ones(trainer, mode):
-    batch, _, _ = training_batch()
+    batch, _, _ = training_batch(trainer.device)
     model = trainer.model.eval()
     want = batched_logprobs(model, batch, micro_batching=MicroBatching("padded", size=3), with_entropy=True)
     got = batched_logprobs(model, batch, micro_batching=MicroBatching(mode, tokens=48), with_entropy=True)

@@ -29,3 +29,9 @@ for _name, _info in (
     ("guess_number", TaskInfo(GUESS_HARDEST, "guess_number")),
 ):
     TASKS.register(_name)(_info)
+
+
+def task_environments() -> set[str]:
+    """The environment kinds a task of its own runs in (lookup, guess_number): each draws its own puzzle
+    and ignores a row's prompt, so no other task's prompts run in it."""
+    return {info.environment for _, info in TASKS.items() if info.environment is not None}

@@ -8,7 +8,7 @@ engine module only when it is used. An engine class is constructed as `Engine(sp
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from trainers.spec import RunSpec
 
@@ -48,13 +48,20 @@ class Generation:
 class RolloutEngine:
     """Base class with no-op hooks; subclasses override `generate` and what else they need."""
 
+    # True for an engine that generates with the model object it is given (transformers). A model
+    # sharded over processes cannot generate on one process alone, so such an engine is then given
+    # a whole copy of the policy (trainers.run.loop), which the loop refreshes after each update.
+    samples_from_model: ClassVar[bool] = False
+
     def generate(self, prompt_token_ids: list[list[int]], n: int, params: SamplingParams) -> list[list[Generation]]:
         """n completions for each prompt: result[i][j] is sample j of prompt i."""
         raise NotImplementedError
 
     def update_weights(self, model: Any) -> None:
         """Make the engine sample from `model`'s current weights (a copy engine such as vLLM
-        must sync them; an engine that samples from the policy object itself needs nothing)."""
+        must sync them; an engine that samples from the policy object itself needs nothing).
+        Every process calls it after each update: for a sharded model (trainers.sharding) the
+        weights must be gathered now, together, not when this process next generates."""
 
     def state_dict(self) -> dict[str, Any]:
         """Random state the engine keeps outside torch's global generator (for resume)."""

@@ -28,6 +28,8 @@ from trainers.update.micro_batching import MicroBatching
 
 
 class HFEngine(RolloutEngine):
+    samples_from_model = True  # sharded runs give it a whole copy of the policy (see RolloutEngine)
+
     def __init__(
         self, spec: RunSpec | None = None, *, model: Any, tokenizer: Any, batch_size: int | None = None
     ) -> None:

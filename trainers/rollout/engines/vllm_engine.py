@@ -34,6 +34,7 @@ from trainers.rollout.engines.availability import vllm_unavailable_reason
 from trainers.rollout.engines.base import EngineUnavailable, Generation, RolloutEngine, SamplingParams
 from trainers.rollout.engines.vllm_server import VLLMServerClient
 from trainers.rollout.engines.vllm_weights import LOAD_TENSORS_RPC, export_weights
+from trainers.sharding import is_sharded
 from trainers.spec import RunSpec
 
 log = logging.getLogger(__name__)
@@ -267,7 +268,9 @@ class ServerVLLM:
 
 class VLLMEngine(RolloutEngine):
     """`spec.rollout.engine = "vllm"`. The policy's weights are pushed lazily, just before the
-    next generation, so a run that stops after an update never pays for an unused sync."""
+    next generation, so a run that stops after an update never pays for an unused sync; a policy
+    sharded over processes is pushed at once (gathering its shards is collective, and a process
+    may not generate next: dynamic sampling, validation on rank 0)."""
 
     def __init__(self, spec: RunSpec, *, model: Any, tokenizer: Any = None) -> None:
         self.seed = spec.optim.seed
@@ -280,10 +283,13 @@ class VLLMEngine(RolloutEngine):
                 build_llm(spec), sleep_between_generations=spec.rollout.vllm_sleep_during_update
             )
         # vLLM loaded spec.model.path; the policy may differ already (LoRA, resumed checkpoint).
-        self.pending_model: Any | None = model
+        self.pending_model: Any | None = None
+        self.update_weights(model)
 
     def update_weights(self, model: Any) -> None:
         self.pending_model = model
+        if is_sharded(model):
+            self.sync_weights()  # every process, now, in step: each tensor is gathered as vLLM reads it
 
     def sync_weights(self) -> None:
         """Load the policy's current weights into vLLM now (generate does it when needed)."""

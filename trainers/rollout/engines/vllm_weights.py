@@ -5,7 +5,8 @@ Three pieces, all importable without vLLM or a GPU:
 - `export_weights(model)`: (name, tensor) pairs named as in the model's own
   `save_pretrained` checkpoint, which is what vLLM's `model.load_weights` expects.
   A peft (LoRA) model is exported with its adapters merged into the base weights,
-  so vLLM needs no LoRA support and sees exactly the policy being trained.
+  so vLLM needs no LoRA support and sees exactly the policy being trained. A model
+  sharded over processes (trainers.sharding) is gathered one tensor at a time.
 - `encode_weights` / `decode_weights`: safetensors bytes in base64 chunks, for
   pushing weights to a separate vLLM server through its `/collective_rpc` endpoint
   (which only passes strings).
@@ -21,6 +22,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
+
+from trainers.sharding import full_tensor, is_sharded
 
 # peft wraps names: base_model.model.<hf name>, <module>.base_layer.weight, modules_to_save.default.
 _PEFT_PREFIX = "base_model.model."
@@ -76,6 +79,9 @@ def export_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
     iterator fully (as `load_weights` does) before training on. Tensors are views of the
     live weights, not copies: load them before the next optimiser step."""
     model = unwrap_model(model)
+    if is_sharded(model):
+        yield from gathered_weights(model)
+        return
     if not is_peft_model(model):
         yield from _named_tensors(model)
         return
@@ -84,6 +90,77 @@ def export_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
             mapped = hf_name(name)
             if mapped is not None:
                 yield mapped, tensor
+
+
+def gathered_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    """(checkpoint name, whole tensor) pairs of a model sharded over processes, as `export_weights`
+    names them, gathered one tensor at a time (`DTensor.full_tensor`): no process ever holds more
+    than one whole tensor (a LoRA layer's base weight and adapters) at once. Gathering is
+    collective: every process must consume the whole iterator, in step with the others (the names
+    come in the model's state-dict order, the same everywhere). LoRA adapters are merged here, by
+    the layer's own formula, since peft's in-place merge cannot run on shards."""
+    peft = is_peft_model(model)
+    for name, value in _state_entries(model, ""):
+        mapped = hf_name(name) if peft else name
+        if mapped is not None:  # decided by name: every process skips the same gathers
+            yield mapped, value()
+
+
+def _state_entries(module: torch.nn.Module, prefix: str) -> Iterator[tuple[str, Any]]:
+    """(state-dict name, a function giving the whole tensor) in `state_dict` order: the module's
+    parameters, its persistent buffers, then its children's. A LoRA layer's base weight comes with
+    its adapters merged, and the adapters themselves are left out."""
+    if _is_lora_layer(module):
+        base = module.base_layer
+        for name, param in base.named_parameters(recurse=False):
+            merged = name == "weight"
+            yield f"{prefix}base_layer.{name}", (lambda: _merged_lora_weight(module)) if merged else _whole(param)
+        yield from _persistent_buffers(base, f"{prefix}base_layer.")
+        return
+    for name, param in module.named_parameters(recurse=False):
+        yield prefix + name, _whole(param)
+    yield from _persistent_buffers(module, prefix)
+    for name, child in module.named_children():
+        yield from _state_entries(child, f"{prefix}{name}.")
+
+
+def _whole(tensor: torch.Tensor) -> Any:
+    return lambda: full_tensor(tensor).detach()
+
+
+def _persistent_buffers(module: torch.nn.Module, prefix: str) -> Iterator[tuple[str, Any]]:
+    for name, buffer in module.named_buffers(recurse=False):
+        if name not in module._non_persistent_buffers_set:  # as state_dict: persistent buffers only
+            yield prefix + name, _whole(buffer)
+
+
+def _is_lora_layer(module: torch.nn.Module) -> bool:
+    """A peft LoRA layer (it wraps `base_layer` and holds `lora_A` / `lora_B` per adapter)."""
+    return hasattr(module, "base_layer") and hasattr(module, "lora_A") and hasattr(module, "scaling")
+
+
+def _merged_lora_weight(layer: Any) -> torch.Tensor:
+    """W + sum over active adapters of scaling * B @ A (transposed for fan_in_fan_out layers), whole:
+    what peft's `merge` writes into a linear layer's weight, computed from the gathered tensors."""
+    weight = full_tensor(layer.base_layer.weight).detach()
+    if layer.merged or layer.disable_adapters:
+        return weight  # merged: the adapters are in the weight already; disabled: they take no part
+    if not isinstance(layer.base_layer, torch.nn.Linear) or layer.lora_embedding_A:
+        raise NotImplementedError(
+            f"exporting a sharded LoRA model: only adapters on linear layers are merged, not on {type(layer.base_layer).__name__}"
+        )
+    for adapter in layer.active_adapters:
+        if adapter not in layer.lora_A:
+            continue
+        if layer.use_dora.get(adapter) or getattr(layer.lora_B[adapter], "bias", None) is not None:
+            raise NotImplementedError("exporting a sharded LoRA model: DoRA and LoRA biases are not merged")
+        a = full_tensor(layer.lora_A[adapter].weight).detach().float()
+        b = full_tensor(layer.lora_B[adapter].weight).detach().float()
+        delta = b @ a
+        if layer.fan_in_fan_out:
+            delta = delta.T
+        weight = (weight.float() + delta * layer.scaling[adapter]).to(weight.dtype)
+    return weight
 
 
 def chunked(weights: Iterable[tuple[str, torch.Tensor]], max_bytes: int) -> Iterator[dict[str, torch.Tensor]]:

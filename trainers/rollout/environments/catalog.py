@@ -56,6 +56,7 @@ class SearchParams(ToolParams):
     dataset: str = Field(
         ...,
         description="Path of the document collection: a file or folder under the folders data may be read from.",
+        examples=["docs.jsonl"],
         json_schema_extra=marks(DATA),
     )
     format: str = Field("auto", description="Dataset format, as for training data.")
@@ -65,10 +66,25 @@ class SearchParams(ToolParams):
     max_doc_chars: int = Field(600, ge=20, le=100_000, description="Each document's text is cut to this length.")
 
 
+FUNCTION_EXAMPLE = '''def shout(text: str) -> str:
+    """Say the text in capitals.
+
+    Args:
+        text: what to say
+    """
+    return text.upper()
+'''
+
+
 class FunctionsParams(ToolParams):
     """Python functions you write, offered to the model as tools (run in the sandbox)."""
 
-    code: str = Field(..., description="Python source defining the functions, each with a docstring.")
+    code: str = Field(
+        ...,
+        description="Python source defining the functions, each with type hints and a docstring (its Args: "
+        "section describes the arguments): the model sees them as the tools' JSON schemas.",
+        examples=[FUNCTION_EXAMPLE],
+    )
     functions: list[str] = Field(
         default_factory=list,
         description="Which top-level functions are tools; empty: every one whose name does not start with _.",
@@ -109,6 +125,19 @@ for _kind, _model in (
     ("search", SearchParams),
 ):
     TOOL_KINDS.register(_kind)(_model)
+
+
+def tool_example(kind: str) -> dict[str, Any]:
+    """One entry of a tools list for `kind`: {"kind": ...} with its required settings, each the first
+    example its field declares (the shape the studio shows as an example)."""
+    schema = TOOL_KINDS.get(kind).model_json_schema()
+    params = {name: (schema["properties"][name].get("examples") or ["..."])[0] for name in schema.get("required", [])}
+    return {"kind": kind, "params": params} if params else {"kind": kind}
+
+
+def tools_example() -> list[dict[str, Any]]:
+    """A tools list with one entry of each registered tool kind."""
+    return [tool_example(kind) for kind in TOOL_KINDS.names()]
 
 
 # ------------------------------------------------------------------ environment kinds
@@ -160,7 +189,12 @@ class ToolsParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    tools: list[ToolChoice] = Field(..., min_length=1, description="The tools offered.")
+    tools: list[ToolChoice] = Field(
+        ...,
+        min_length=1,
+        description='The tools offered: a list of {"kind": a tool kind, "params": its settings}.',
+        examples=[tools_example()],
+    )
     formats: list[Literal["hermes", "python"]] = Field(
         ["hermes"],
         min_length=1,
@@ -194,14 +228,44 @@ class ToolsParams(BaseModel):
         return self
 
 
+# What reset(row) and step(text) of a `python` environment receive and return: see
+# kinds/python_env.py (the dispatcher) and generate.py (the row: the prompt's fields and its messages).
+PYTHON_ENV_CONTRACT = (
+    "Python source defining the class. One object per episode: Env(**options). "
+    'reset(row) receives the prompt\'s row, a dict: row["messages"] is the prompt as chat messages '
+    '[{"role": ..., "content": ...}] (a text prompt is one user message), and the row\'s answer and extra '
+    'fields are under their names (row["answer"]). It returns the first messages: a str (one user message), '
+    'a list of messages, or a dict {"messages": ..., "fields": {...} (added to the fields the rubric reads), '
+    '"state": ...}. step(text) receives the model\'s turn as text and returns (observation, reward, done) or '
+    'a dict with "observation", "reward", "done" and optionally "state" and "answered"; an observation is a str '
+    "(one message in observation_role), a list of messages, or None. An exception ends the episode."
+)
+PYTHON_ENV_EXAMPLE = """class Env:
+    def __init__(self, target=7):
+        self.target = target
+
+    def reset(self, row):
+        # row["messages"]: the prompt as chat messages; row["answer"] etc.: the row's fields
+        return row["messages"]
+
+    def step(self, text):
+        guess = text.strip()
+        if guess == str(self.target):
+            return "correct", 1.0, True
+        return "try again", 0.0, False
+"""
+
+
 class PythonEnvParams(BaseModel):
     """An environment you write in Python: a class with reset(row) and step(text), run in the sandbox."""
 
     model_config = ConfigDict(extra="forbid")
 
-    code: str = Field(..., description="Python source defining the class.")
+    code: str = Field(..., description=PYTHON_ENV_CONTRACT, examples=[PYTHON_ENV_EXAMPLE])
     class_name: str = Field("Env", description="The class to instantiate, once per episode.")
-    options: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the class.")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments for the class.", examples=[{"target": 7}]
+    )
     observation_role: Literal["user", "tool"] = Field("user", description="Role of an observation given as text.")
 
     @model_validator(mode="after")

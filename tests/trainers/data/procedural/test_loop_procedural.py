@@ -81,3 +81,35 @@ def test_a_sampler_draws_within_the_current_level_as_it_moves(tiny_model_path, t
     difficulty = reporter.series("procedural/difficulty")
     assert len(set(difficulty)) > 1, difficulty
     assert [[int(d)] for d in difficulty] == levels_of(reporter)
+
+
+def test_a_single_turn_task_runs_in_a_tools_environment_whose_calculator_answers_it(tiny_model_path, tmp_path):
+    """Procedural arithmetic with the calculator (issue 27: it was refused). The environment's reset gets the
+    generated row (its prompt as the user message, its answer among the fields), the calculator computes that
+    row's answer, and a run's episodes start from the generated prompts with the tools listed."""
+    from trainers.data.procedural.rows import pool_rows
+    from trainers.rollout.environments.base import EpisodeLimits
+    from trainers.rollout.environments.kinds.tools import ToolsEnvironment
+
+    tools = {"kind": "tools", "params": {"tools": [{"kind": "calculator"}]}, "max_turns": 2, "max_turn_tokens": 6}
+    row = pool_rows("arithmetic", 0, 4, 1)[0]  # level 4: three 2-digit operands, + or -
+    env = ToolsEnvironment.create(tools["params"], EpisodeLimits())
+    try:
+        start = env.reset({**row.fields, "messages": [{"role": "user", "content": row.prompt}]})
+        assert start.messages[-1] == {"role": "user", "content": row.prompt} and "calculator" in start.messages[0]["content"]
+        expression = row.prompt.removeprefix("What is ").removesuffix("?")
+        result = env.step(f'<tool_call>{{"name": "calculator", "arguments": {{"expression": "{expression}"}}}}</tool_call>')
+    finally:
+        env.close()
+    assert [(call.name, call.result) for call in result.tool_calls] == [("calculator", row.fields["answer"])]
+
+    spec = procedural_spec(tiny_model_path, tmp_path, start_difficulty=4, adapt=False)
+    spec = RunSpec.model_validate({**spec.model_dump(), "environment": tools, "optim": {**spec.optim.model_dump(),
+                                   "total_steps": 1}})  # fmt: skip
+    reporter = MemoryReporter()
+    assert train(spec, reporter).status == "succeeded"
+    (_, rollouts), = reporter.rollout_batches
+    assert len(rollouts) == 8 and all(r.turns for r in rollouts)
+    for r in rollouts:
+        assert r.prompt_id.startswith("L4-")
+        assert "calculator" in r.prompt[0]["content"] and r.prompt[-1]["content"].startswith("What is ")

@@ -40,9 +40,23 @@ def test_bad_procedural_settings_are_refused_beside_their_field(data, where, mes
     assert message in found[where], found
 
 
-def test_a_single_turn_task_refuses_an_environment():
+def test_a_single_turn_task_refuses_another_tasks_environment():
     found = errors(environment={"kind": "lookup"})
-    assert "no environment" in found["data.procedural.task"]
+    assert "no environment, or one that starts from its prompt" in found["data.procedural.task"]
+
+
+@pytest.mark.parametrize(
+    "environment",
+    [
+        {"kind": "tools", "params": {"tools": [{"kind": "calculator"}]}},
+        {"kind": "python", "params": {"code": "class Env:\n    def reset(self, row): ...\n    def step(self, text): ..."}},
+    ],
+)
+def test_a_single_turn_task_runs_in_an_environment_that_starts_from_its_prompt(environment):
+    """Procedural arithmetic with a tools environment (the calculator) was refused (issue 27)."""
+    spec = RunSpec.model_validate({"model": {"path": "./m"}, "data": {"procedural": {"task": "arithmetic"}},
+                                   "rubric": procedural_rubric(), "environment": environment})  # fmt: skip
+    assert (spec.data.procedural.task, spec.environment.kind) == ("arithmetic", environment["kind"])
 
 
 def test_an_environment_task_runs_in_its_environment():

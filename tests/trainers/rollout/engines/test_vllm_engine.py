@@ -425,6 +425,25 @@ def test_per_prompt_seeds_never_repeat_across_calls_of_any_size_nor_across_ranks
     assert not {other_rank.next_seed(3) + i for i in range(3)} & set(per_prompt)
 
 
+def test_a_sharded_policy_is_pushed_at_once_a_whole_one_before_the_next_generation(tiny_model_path, monkeypatch):
+    """Gathering a sharded policy's weights is collective: every process pushes when it updates,
+    not when it next generates (it may not: dynamic sampling, rank 0's validation)."""
+    import trainers.rollout.engines.vllm_engine as vllm_engine
+    import trainers.rollout.engines.vllm_weights as vllm_weights
+
+    sharded, whole = (AutoModelForCausalLM.from_pretrained(tiny_model_path) for _ in range(2))
+    for module in (vllm_engine, vllm_weights):
+        monkeypatch.setattr(module, "is_sharded", lambda model: model is sharded)
+    engine = VLLMEngine(make_spec(tiny_model_path, vllm_server_url="http://127.0.0.1:9"), model=None)  # never contacted
+    llm = RecordingLLM()
+    engine.backend = PlainParamsColocated(llm, sleep_between_generations=False)
+    engine.update_weights(whole)
+    assert llm.calls == []  # lazily, at the next generation
+    engine.update_weights(sharded)
+    assert llm.calls == ["load_weights", "reset_prefix_cache"] and engine.pending_model is None
+    assert llm.loaded.keys() == sharded.state_dict().keys()
+
+
 def test_on_the_cpu_the_kv_cache_holds_two_rollout_batches_at_most_the_memory_share(tiny_model_path):
     # tiny model: 4 layers x 4 KV heads x head dim 32, float32: 4 KiB of keys and values per token
     spec = make_spec(tiny_model_path, generation_batch_size=64, vllm_gpu_memory_utilization=0.5)

@@ -4,7 +4,14 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from trainers.rollout.engines.vllm_weights import chunked, decode_weights, encode_weights, export_weights, hf_name
+from trainers.rollout.engines.vllm_weights import (
+    chunked,
+    decode_weights,
+    encode_weights,
+    export_weights,
+    gathered_weights,
+    hf_name,
+)
 
 
 @pytest.fixture
@@ -50,6 +57,23 @@ def test_a_lora_model_exports_merged_weights_under_the_base_names(lora_model):
     base = lora_model.get_base_model()
     merged_q = exported["model.layers.0.self_attn.q_proj.weight"]
     assert not torch.allclose(merged_q, base.model.layers[0].self_attn.q_proj.base_layer.weight)
+
+
+def test_the_gathering_export_merges_lora_as_peft_does(lora_model):
+    """The export a sharded model takes (tensor by tensor, adapters merged by the layer's formula,
+    since peft's in-place merge cannot run on shards) gives peft's own merge, in the same order;
+    on an unsharded model there is nothing to gather, which is how it is checked here."""
+    expected = [(name, t.clone()) for name, t in export_weights(lora_model)]
+    gathered = list(gathered_weights(lora_model))
+    assert [name for name, _ in gathered] == [name for name, _ in expected]
+    for (name, tensor), (_, want) in zip(gathered, expected, strict=True):
+        torch.testing.assert_close(tensor, want, msg=name)
+
+
+def test_the_gathering_export_of_a_plain_model_is_its_state_dict(model):
+    assert [(n, t.data_ptr()) for n, t in gathered_weights(model)] == [
+        (n, t.data_ptr()) for n, t in model.state_dict().items()
+    ]
 
 
 def test_exporting_leaves_the_lora_model_as_it_was(lora_model, tiny_tokenizer):
