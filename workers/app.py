@@ -20,7 +20,8 @@ from studio.celery import app  # noqa: E402
 # other teams' uploads or checkpoints (trainers.sandbox.process, "hidden folders").
 os.environ.setdefault("ROLLOUT_SANDBOX_HIDE", str(settings.DATA_DIR))
 
-# tasks: registered by name; gpu: Celery signal handlers (GPU pinning, fleet inventory, memory release)
-from workers import gpu, tasks  # noqa: E402, F401
+# tasks: registered by name; gpu: Celery signal handlers (GPU pinning, fleet inventory, memory release);
+# recovery: the runs' checkpoint on shutdown and their restart when their process dies
+from workers import gpu, recovery, tasks  # noqa: E402, F401
 
 __all__ = ["app"]

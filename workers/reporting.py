@@ -6,16 +6,18 @@ Flushes happen when a step's rollouts arrive (the trainer reports them last, so 
 close the step: its metrics, log lines and rollouts go in one write and reach the
 browser together, without waiting for the next step), when FLUSH_INTERVAL_S has passed
 or FLUSH_ROWS rows are waiting, on checkpoints and at the end. A fast tiny-model run
-makes one write per step, not one per metric.
+makes one write per step, not one per metric. While the database is unreachable the reports
+wait in memory and are written, once each and in order, when it is back (DatabaseReporter).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from typing import Any
 
-from django.db import transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 
 from studio.runs import episodes, events, prompt_stats, prompts, texts
 from studio.runs.models import (
@@ -26,14 +28,22 @@ from studio.runs.models import (
     MetricPoint,
     RolloutScore,
     Run,
+    RunEvent,
     RunPrompt,
 )
 from studio.runs.models import Rollout as RolloutRow
 from trainers.report import Rollout
+from workers.outages import database_unreachable, drop_connection
+
+log = logging.getLogger(__name__)
 
 FLUSH_INTERVAL_S = 0.5
 FLUSH_ROWS = 2000
 LOG_TAIL = 30
+RETRY_FIRST_S = 0.5  # the database unreachable: the next try after this, doubling up to RETRY_MAX_S
+RETRY_MAX_S = 5.0
+FINAL_FLUSH_RETRY_S = 60.0  # how long `flush()` (the end of a run) keeps trying before ReportsNotWritten
+PENDING_WARN_ROWS = 200_000  # rows waiting in memory past which a log line says so (again at each doubling)
 
 
 def without_nul(value: Any) -> Any:
@@ -47,8 +57,22 @@ def without_nul(value: Any) -> Any:
     return value
 
 
+class ReportsNotWritten(RuntimeError):
+    """`DatabaseReporter.flush()` could not reach the database for FINAL_FLUSH_RETRY_S."""
+
+
 class DatabaseReporter:
-    """Implements trainers.report.Reporter for one run."""
+    """Implements trainers.report.Reporter for one run.
+
+    The database away (unreachable, the connection dropped: workers.outages) does not lose reports:
+    a flush that cannot write leaves them all pending, in order, closes the broken connection and
+    returns; the next flush (the interval, the next step) tries again on a new connection, at most
+    every RETRY_FIRST_S doubling up to RETRY_MAX_S. A flush is one transaction, so a batch is written
+    whole or not at all; when the COMMIT itself fails (the connection broke before the server said
+    whether it committed) the next try first looks for the batch's last event, so nothing is written
+    twice. One warning says that writing stopped, one that it resumed. `flush()`, which must write
+    (the end of a run), keeps trying for FINAL_FLUSH_RETRY_S, then raises ReportsNotWritten. Any
+    other database error (a bad value) is raised at once, its batch dropped, as always."""
 
     def __init__(self, run_id: int, flush_interval_s: float = FLUSH_INTERVAL_S) -> None:
         self.run_id = run_id
@@ -56,8 +80,18 @@ class DatabaseReporter:
         self.pending: list[tuple[str, int | None, Any]] = []  # (kind, step, payload) in report order
         self.pending_rows = 0
         self.last_flush = time.monotonic()
-        self.last_step = 0
+        # Where the run stands (a restarted or resumed run goes on from its checkpoint's step): each
+        # flush writes it, so it must not start at 0.
+        self.last_step = Run.objects.filter(pk=run_id).values_list("last_step", flat=True).first() or 0
         self.log_tail: deque[str] = deque(maxlen=LOG_TAIL)
+        # the database unreachable: since when (monotonic; None while writes succeed), the next try, why
+        self.failing_since: float | None = None
+        self.retry_delay = RETRY_FIRST_S
+        self.retry_at = 0.0
+        self.last_error = ""
+        # (items, rows, events) of the pending batch whose COMMIT failed: written or not, the next try finds out
+        self.unconfirmed: tuple[int, int, list[dict[str, Any]]] | None = None
+        self.warn_rows = PENDING_WARN_ROWS
 
     # --- Reporter protocol -------------------------------------------------------------
     def metrics(self, step: int, values: dict[str, float]) -> None:
@@ -65,7 +99,7 @@ class DatabaseReporter:
 
     def rollouts(self, step: int, rollouts: list[Rollout]) -> None:
         self._add("rollouts", step, list(rollouts), len(rollouts) * 2)
-        self.flush()
+        self._flush_when_reachable()
 
     def prompt_stats(self, step: int, stats: list[dict[str, Any]]) -> None:
         """Per-prompt statistics of the prompts the step drew (studio.runs.prompt_stats): written
@@ -79,7 +113,7 @@ class DatabaseReporter:
 
     def checkpoint(self, step: int, path: str) -> None:
         self._add("checkpoint", step, {"path": str(path)}, 1)
-        self.flush()
+        self._flush_when_reachable()
 
     def log(self, line: str) -> None:
         for part in str(line).splitlines() or [""]:
@@ -96,17 +130,99 @@ class DatabaseReporter:
         self.pending_rows += rows
         if step is not None:
             self.last_step = max(self.last_step, step)
+        if self.pending_rows >= self.warn_rows:  # kept, never dropped: say so while memory grows
+            away = time.monotonic() - (self.failing_since or time.monotonic())
+            log.warning("run %s: %d report rows wait in memory (the database unreachable for %.0f s): %s",
+                        self.run_id, self.pending_rows, away, self.last_error or "no write tried yet")  # fmt: skip
+            self.warn_rows *= 2
         if self.pending_rows >= FLUSH_ROWS or time.monotonic() - self.last_flush >= self.flush_interval_s:
-            self.flush()
+            self._flush_when_reachable()
 
     def flush(self) -> None:
-        if not self.pending:
-            return
-        pending, self.pending, self.pending_rows = self.pending, [], 0
+        """Write everything pending now (the end of a run). The database unreachable: try again
+        for up to FINAL_FLUSH_RETRY_S, then raise ReportsNotWritten (the reports stay pending)."""
+        deadline = time.monotonic() + FINAL_FLUSH_RETRY_S
+        while not self._try_flush():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ReportsNotWritten(
+                    f"run {self.run_id}: {len(self.pending)} reports ({self.pending_rows} rows) could not be "
+                    f"written: the database was unreachable for {FINAL_FLUSH_RETRY_S:.0f} s at the end of the run "
+                    f"({self.last_error})"
+                )
+            time.sleep(min(max(0.0, self.retry_at - time.monotonic()), left))
+
+    def _flush_when_reachable(self) -> None:
+        """A flush that may wait: skipped until the next try is due while the database is unreachable."""
+        if (self.pending or self.unconfirmed) and time.monotonic() >= self.retry_at:
+            self._try_flush()
+
+    def _try_flush(self) -> bool:
+        """One try at writing what is pending; False (everything still pending) when the database
+        could not be reached. Any other database error is raised."""
         self.last_flush = time.monotonic()
-        with transaction.atomic():
-            items = [self._write(kind, step, payload) for kind, step, payload in pending]
-            events.record(self.run_id, [item for item in items if item is not None], last_step=self.last_step)
+        try:
+            if self.unconfirmed is not None:
+                self._settle_unconfirmed()
+            if self.pending:
+                self._write_batch()
+        except DatabaseError as exc:
+            if not database_unreachable(exc):
+                raise
+            self._unreachable(exc)
+            return False
+        if self.failing_since is not None:
+            log.warning("run %s: the database is reachable again; reports written after %.1f s of waiting",
+                        self.run_id, time.monotonic() - self.failing_since)  # fmt: skip
+            self.failing_since, self.retry_delay, self.retry_at = None, RETRY_FIRST_S, 0.0
+        self.warn_rows = PENDING_WARN_ROWS
+        return True
+
+    def _write_batch(self) -> None:
+        """Everything pending in one transaction, its events published after commit."""
+        count, rows = len(self.pending), self.pending_rows
+        messages = None
+        try:
+            with transaction.atomic():
+                items = [self._write(kind, step, payload) for kind, step, payload in self.pending[:count]]
+                messages = events.record(self.run_id, [i for i in items if i is not None], last_step=self.last_step)
+        except Exception as exc:
+            if not database_unreachable(exc):
+                self._forget(count, rows)  # a bad value: the batch would fail again; dropped, as always
+            elif messages:  # the body ran, so the COMMIT failed: the server may have committed it
+                self.unconfirmed = (count, rows, messages)
+            raise
+        self._forget(count, rows)
+
+    def _settle_unconfirmed(self) -> None:
+        """Whether the batch whose COMMIT failed was written after all: its last event says (same
+        seq and time; a seq given back by a rolled-back batch is taken by the next writer, at
+        another time). Written: it leaves the pending reports, and its events are published now."""
+        count, rows, messages = self.unconfirmed
+        last = messages[-1]
+        written = RunEvent.objects.filter(run_id=self.run_id, seq=last["seq"], created=last["time"]).exists()
+        self.unconfirmed = None
+        if written:
+            self._forget(count, rows)
+            events.publish(self.run_id, messages)
+
+    def _forget(self, count: int, rows: int) -> None:
+        del self.pending[:count]
+        self.pending_rows -= rows
+
+    def _unreachable(self, exc: DatabaseError) -> None:
+        """A try failed for want of the database: drop the broken connection, warn once per outage,
+        and put off the next try."""
+        drop_connection()
+        self.last_error = f"{type(exc).__name__}: {str(exc).strip()}"
+        if self.failing_since is None:
+            self.failing_since = time.monotonic()
+            self.retry_delay = RETRY_FIRST_S
+            log.warning("run %s: could not write its reports (%s); %d kept, trying again on a new connection",
+                        self.run_id, self.last_error, len(self.pending))  # fmt: skip
+        else:
+            self.retry_delay = min(self.retry_delay * 2, RETRY_MAX_S)
+        self.retry_at = time.monotonic() + self.retry_delay
 
     def _write(self, kind: str, step: int | None, payload: Any) -> events.EventItem | None:
         """Write the rows behind one reported item; returns its event (None: it has none)."""
@@ -166,19 +282,47 @@ class DatabaseReporter:
 
 
 class CancelCheck:
-    """`should_stop` for the trainer: true once the run's cancel is requested, or once the run is
-    no longer running (the sweeper failed it as lost, or the studio was stopped): a run the studio
-    has given up on must not keep a GPU busy. Reads the row at most once per `every_s`."""
+    """`should_stop` for the trainer: true once the run's cancel is requested, once its worker is
+    shutting down (`interrupt()`: a SIGTERM to this process, or `interrupt_requested` set by the
+    worker's main process), or once the run is no longer this attempt's to run (the sweeper ended it
+    as lost, a restart began a newer attempt, the studio was stopped): a run the studio has given up
+    on must not keep a GPU busy. Reads the row at most once per `every_s`; `interrupted` says whether
+    the stop was the infrastructure's (the run ends interrupted, not cancelled)."""
 
-    def __init__(self, run_id: int, every_s: float = 1.0) -> None:
+    def __init__(self, run_id: int, every_s: float = 1.0, attempt: int | None = None) -> None:
         self.run_id = run_id
         self.every_s = every_s
+        self.attempt = attempt
         self.checked_at = 0.0
         self.cancelled = False
+        self.interrupted = False
+        self.unreachable = False  # the last read failed: one warning per outage
+
+    def interrupt(self) -> None:
+        """Stop at the next check, as interrupted (safe from a signal handler: sets two flags)."""
+        self.interrupted = self.cancelled = True
 
     def __call__(self) -> bool:
         now = time.monotonic()
         if not self.cancelled and now - self.checked_at >= self.every_s:
             self.checked_at = now
-            self.cancelled = not Run.objects.filter(pk=self.run_id, state=RUNNING, cancel_requested=False).exists()
+            runs = Run.objects.filter(pk=self.run_id, state=RUNNING)
+            if self.attempt is not None:
+                runs = runs.filter(restarts=self.attempt)
+            try:
+                row = runs.values_list("cancel_requested", "interrupt_requested").first()
+            except (OperationalError, InterfaceError) as exc:
+                # The database is away: go on training (its reports wait in the reporter) and ask again
+                # on a new connection next time; a run the studio gave up on meanwhile stops then.
+                if not self.unreachable:
+                    log.warning("run %s: could not read its cancel flag (%s); asking again every %s s",
+                                self.run_id, exc, self.every_s)  # fmt: skip
+                self.unreachable = True
+                connection.close()
+                return False
+            self.unreachable = False
+            if row is None or row[0]:
+                self.cancelled = True
+            elif row[1]:
+                self.interrupt()
         return self.cancelled

@@ -1,8 +1,10 @@
 """Celery tasks, registered by name; the studio sends them with `send_task`.
 
-- workers.run_training / workers.run_eval: turn a Run row into a RunSpec, call the trainer
-  (`train` / `evaluate`) with a DatabaseReporter and a cancel check, heartbeat while it runs,
-  and record how it ended (with the error and the last log lines on failure).
+- workers.run_training / workers.run_eval: turn a Run row into a RunSpec, lease its GPUs and start it
+  (workers.launch; a run whose GPUs are not all free goes back to the queue for GPU_WAIT_RETRY_S),
+  call the trainer (`train` / `evaluate`) with a DatabaseReporter and a cancel check, here or as
+  several processes (workers.launch.run_processes), heartbeat while it runs, and record how it ended
+  (with the error and the last log lines on failure).
 - workers.score_rubric: the rubric editor's "try it"; user code runs in the trainer's
   sandbox here, never in the web process.
 - workers.try_environment: the environment editor's "try it": a few episodes with a model
@@ -13,9 +15,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import socket
 import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -27,21 +32,34 @@ from django.db import connection
 from studio.accounts.models import Team
 from studio.celery import SCORING_STATE, TRYING_STATE
 from studio.experiments import paths
-from studio.runs import lifecycle
-from studio.runs.models import CANCELLED, FAILED, SUCCEEDED, Run
+from studio.fleet import leases
+from studio.runs import lifecycle, placement
+from studio.runs.models import CANCELLED, FAILED, INTERRUPTED, SUCCEEDED, Run
+from trainers.report import PlainFailure, failure_detail
+from workers import launch
+from workers.outages import database_unreachable, drop_connection
 from workers.reporting import CancelCheck, DatabaseReporter
 
 log = logging.getLogger(__name__)
 
 
-@shared_task(name="workers.run_training")
-def run_training(run_id: int) -> str:
-    return execute_run(run_id, _hostname(run_training))
+@shared_task(name="workers.run_training", bind=True, max_retries=None)
+def run_training(self, run_id: int) -> str:
+    return _execute_or_wait(self, run_id)
 
 
-@shared_task(name="workers.run_eval")
-def run_eval(run_id: int) -> str:
-    return execute_run(run_id, _hostname(run_eval))
+@shared_task(name="workers.run_eval", bind=True, max_retries=None)
+def run_eval(self, run_id: int) -> str:
+    return _execute_or_wait(self, run_id)
+
+
+def _execute_or_wait(task, run_id: int) -> str:
+    try:
+        return execute_run(run_id, _hostname(task))
+    except launch.GpusBusy:
+        # Back to the queue, not a wait here: this pool process serves other runs meanwhile, and any
+        # worker whose GPUs are free may take the run next time.
+        raise task.retry(countdown=settings.GPU_WAIT_RETRY_S) from None
 
 
 @shared_task(name="workers.score_rubric", bind=True)
@@ -154,30 +172,52 @@ def execute_run(run_id: int, worker: str) -> str:
     if run is None:
         log.warning("run %s does not exist (deleted, or another database)", run_id)
         return "missing"
-    if not lifecycle.start(run_id, worker):
+    devices = launch.claim(run, worker)  # its GPUs leased and the run started, or GpusBusy
+    if devices is None:
         return "not-queued"
+    run.refresh_from_db(fields=["restarts"])
+    # The attempt this task runs: a restart begins a newer one, and this one then stops and ends nothing.
+    check = CancelCheck(run_id, attempt=run.restarts)
     reporter = DatabaseReporter(run_id)
     stop_beat = _start_heartbeat(run_id)
+    try:
+        with interrupted_by_signals(check):
+            return _execute(run, devices, reporter, check)
+    finally:
+        stop_beat.set()
+        leases.release(run_id)  # finish released them; this covers a run the sweeper ended first
+
+
+def _execute(run: Run, devices: list[str], reporter: DatabaseReporter, check: CancelCheck) -> str:
+    """Train or evaluate here or as several processes, then end the run as its result says."""
+    run_id, attempt = run.pk, check.attempt
     reported = False  # True while train/evaluate run: they put their own failure's traceback in the log
     try:
         # The path policy again, right before the run reads anything: files may have changed since launch.
         paths.refuse(paths.policy_errors(run.spec, run.team))
         spec = run_spec(run)
-        reported = True
-        if run.kind == "eval":
+        if placement.launcher(run.spec, run.kind) != placement.IN_PROCESS:
+            result = launch.run_processes(run, spec, reporter, check, devices)
+        elif run.kind == "eval":
             from trainers.run.evaluate import evaluate
 
-            result = evaluate(spec, reporter, CancelCheck(run_id))
+            reported = True
+            result = evaluate(spec, reporter, check)
         else:
             from trainers.run.loop import train
 
-            result = train(spec, reporter, CancelCheck(run_id))
+            reported = True
+            result = train(spec, reporter, check)
         reported = False
         reporter.flush()
-        state = {"succeeded": SUCCEEDED, "cancelled": CANCELLED}.get(result.status, FAILED)
         detail = getattr(result, "detail", "") or f"{result.status}"
+        if result.status == "cancelled" and check.interrupted:
+            where = f"; checkpoint {result.checkpoint}" if getattr(result, "checkpoint", None) else ""
+            lifecycle.interrupt(run_id, f"interrupted: its worker shut down ({detail}{where})", attempt=attempt)
+            return INTERRUPTED
+        state = {"succeeded": SUCCEEDED, "cancelled": CANCELLED}.get(result.status, FAILED)
         error = "" if state != FAILED else _failure_text(detail, reporter)
-        lifecycle.finish(run_id, state, detail=detail, error=error)
+        lifecycle.finish(run_id, state, detail=detail, error=error, attempt=attempt)
         return state
     except Exception as exc:  # noqa: BLE001 - any failure of the run is recorded on the run
         log.exception("run %s failed", run_id)
@@ -187,10 +227,33 @@ def execute_run(run_id: int, worker: str) -> str:
             reporter.flush()
         except Exception:  # noqa: BLE001 - the database may be the problem; the error text still goes in below
             log.exception("could not flush the last reports of run %s", run_id)
-        lifecycle.finish(run_id, FAILED, error=_failure_text(f"{type(exc).__name__}: {exc}", reporter))
+        # A failure that explains itself in one line (a model the Hub would not give) is the run's error
+        # alone; the traceback is in the log either way.
+        error = failure_detail(exc) if isinstance(exc, PlainFailure) else _failure_text(failure_detail(exc), reporter)
+        lifecycle.finish(run_id, FAILED, error=error, attempt=attempt)
         return FAILED
+
+
+@contextlib.contextmanager
+def interrupted_by_signals(check: CancelCheck):
+    """While a run executes in this process, SIGTERM or SIGINT (the worker's process group stopped:
+    a deploy, preemption, the studio's Ctrl-C) interrupts it at the next step boundary, where it saves
+    a checkpoint, instead of killing it (Celery's pool processes die of SIGTERM by default). Only the
+    main thread may set handlers: elsewhere (a thread pool) the worker's own shutdown still reaches
+    the run through `interrupt_requested` (workers.gpu)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, frame: Any) -> None:  # noqa: ARG001
+        check.interrupt()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
     finally:
-        stop_beat.set()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _failure_text(message: str, reporter: DatabaseReporter) -> str:
@@ -199,13 +262,30 @@ def _failure_text(message: str, reporter: DatabaseReporter) -> str:
 
 
 def _start_heartbeat(run_id: int) -> threading.Event:
-    """A thread that stamps Run.heartbeat every HEARTBEAT_INTERVAL_S while the run goes on."""
+    """A thread that stamps Run.heartbeat every HEARTBEAT_INTERVAL_S while the run goes on.
+
+    A beat that fails (the database away, the connection dropped) does not end the thread: the
+    sweeper would declare a healthy run lost. The broken connection is closed, one warning is
+    logged for the whole outage, and the next beat tries on a new connection."""
     stop = threading.Event()
 
     def beat() -> None:
+        failing_since: float | None = None
         try:
             while not stop.wait(settings.HEARTBEAT_INTERVAL_S):
-                lifecycle.beat(run_id)
+                try:
+                    lifecycle.beat(run_id)
+                except Exception as exc:  # noqa: BLE001 - keep beating; the next beat may succeed
+                    drop_connection()
+                    if failing_since is None:
+                        failing_since = time.monotonic()
+                        log.warning("run %s: heartbeat failed (%s: %s); beating on", run_id, type(exc).__name__,
+                                    exc, exc_info=not database_unreachable(exc))  # fmt: skip
+                    continue
+                if failing_since is not None:
+                    log.warning("run %s: heartbeat stamped again after %.0f s", run_id,
+                                time.monotonic() - failing_since)  # fmt: skip
+                    failing_since = None
         finally:
             connection.close()
 

@@ -6,13 +6,9 @@ leaves no process behind."""
 from __future__ import annotations
 
 import os
-import queue
 import signal
 import subprocess
-import sys
-import threading
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -20,70 +16,16 @@ import pytest
 from launcher.processes import ROOT, free_port
 from launcher.readiness import Readiness, banner
 from launcher.studio import ROOT_WARNING, worker_argv
+from tests.launcher.studio_up import BANNER_END, PASSWORD, descendants, start_up, still_running
 
-PASSWORD = "up-password-123"
-BANNER_END = "Ctrl-C stops everything."
 QUIET_S = 3.0  # after the banner, this long with requests made and nothing more printed
-
-
-def descendants(pid: int) -> dict[int, str]:
-    """Every process below `pid` (children, their children...), by pid, with its command line."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue  # exited while we looked
-    found, frontier = {}, [pid]
-    while frontier:
-        parent = frontier.pop()
-        for child, ppid in parents.items():
-            if ppid == parent and child not in found:
-                found[child] = command_line(child)
-                frontier.append(child)
-    return found
-
-
-def command_line(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-class Output:
-    """The launcher's stdout and stderr, line by line, read in a thread."""
-
-    def __init__(self, proc: subprocess.Popen) -> None:
-        self.lines: list[str] = []
-        self._queue: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [self._queue.put(line) for line in proc.stdout], daemon=True).start()
-
-    def wait_for(self, text: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not any(text in line for line in self.lines):
-            try:
-                self.lines.append(self._queue.get(timeout=max(0.1, deadline - time.monotonic())))
-            except queue.Empty:
-                pytest.fail(f"no {text!r} in {timeout:.0f} s:\n" + "".join(self.lines[-40:]))
-
-    def drain(self) -> None:
-        while not self._queue.empty():
-            self.lines.append(self._queue.get_nowait())
 
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("studio-up")
     port = free_port()
-    env = {**os.environ, "STUDIO_DATA_DIR": str(data_dir), "STUDIO_ADMIN_PASSWORD": PASSWORD, "PYTHONUNBUFFERED": "1"}
-    env.pop("DATABASE_URL", None)
-    env.pop("REDIS_URL", None)  # the launcher starts its own embedded Redis, as for a new user
-    proc = subprocess.Popen([sys.executable, "-m", "launcher", "up", "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    output = Output(proc)
-    output.wait_for(BANNER_END, timeout=180)
+    proc, output = start_up(data_dir, port)
     yield {"proc": proc, "output": output, "port": port, "data_dir": data_dir}
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
@@ -97,7 +39,7 @@ def test_the_banner_comes_last_once_the_web_port_and_both_workers_answer(studio)
     assert httpx.get(f"http://127.0.0.1:{port}/login/").status_code == 200  # the address answers
     time.sleep(QUIET_S)  # worker banners, access-log lines or warnings would arrive by now
     output.drain()
-    text = "".join(output.lines).rstrip()
+    text = "".join(output.lines).strip()  # the banner may be the first thing printed
     last_block = text.split("\n\n")[-1]
     assert last_block.startswith(f"Rollout Studio is up: http://localhost:{port}/"), text[-2000:]
     assert f"first login: admin / {PASSWORD}" in last_block
@@ -122,7 +64,7 @@ def test_ctrl_c_stops_every_process_up_started(studio):
     assert "daphne" in names and "celery" in names and "redis-server" in names, before
     proc.send_signal(signal.SIGINT)
     assert proc.wait(60) == 0
-    left = {pid: cmd for pid, cmd in before.items() if command_line(pid) == cmd}
+    left = still_running(before)
     assert not left, left
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from studio.runs import lifecycle
@@ -56,6 +58,24 @@ class ExecuteRunTest(StudioTestCase):
         lines = [e.payload["line"] for e in run.events.filter(kind="log")]
         tracebacks = [line for line in lines if line.startswith("Traceback (most recent call last)")]
         self.assertEqual(len(tracebacks), 1)  # the trainer's, not logged again by the task
+
+    def test_a_hub_model_that_cannot_be_downloaded_ends_the_run_with_one_line_and_the_traceback_in_the_log(self):
+        # No network here (and where there is one, the Hub has no such model): either way, one look at the
+        # Hub, no minute of retries, and one line saying what to do.
+        run = self.demo_run(model={"path": "studio-tests/no-such-model"})
+        started = time.monotonic()
+        self.assertEqual(execute_run(run.pk, "test-worker"), "failed")
+        self.assertLess(time.monotonic() - started, 30)
+        run.refresh_from_db()
+        self.assertEqual(run.error.splitlines(), [run.error])
+        self.assertTrue(run.error.startswith("could not download studio-tests/no-such-model from the Hugging Face Hub: "),
+                        run.error)  # fmt: skip
+        self.assertIn("Put the model in a folder the studio can read and give its path", run.error)
+        self.assertNotIn("Traceback", run.error)
+        lines = [e.payload["line"] for e in run.events.filter(kind="log")]
+        tracebacks = [line for line in lines if line.startswith("Traceback (most recent call last)")]
+        self.assertEqual(len(tracebacks), 1)
+        self.assertIn("ModelDownloadError", tracebacks[0])
 
     def test_a_cancel_request_stops_the_trainer_and_the_run_ends_cancelled(self):
         run = self.demo_run()
@@ -116,10 +136,17 @@ class ExecuteRunTest(StudioTestCase):
         self.assertEqual((run.state, run.last_step), ("failed", 2))
         self.assertTrue(run.error.startswith("criterion 'broken' failed on more than 50% of the rollouts for 2 steps"))
         self.assertIn("the row has no field 'missing'", run.error)
-        [warning] = run.events.filter(kind="warning")
-        self.assertEqual(warning.step, 1)
-        self.assertTrue(warning.payload["message"].startswith("criterion 'broken' failed on 100% of step 1's rollouts"))
+        # A warning when the streak began; once the run ended, one for the whole run (studio.runs.scoring).
+        first, warning = run.events.filter(kind="warning").order_by("seq")
+        self.assertEqual((first.step, warning.step), (1, None))
+        self.assertTrue(first.payload["message"].startswith("criterion 'broken' failed on 100% of step 1's rollouts"))
+        total = Rollout.objects.filter(run=run).count()
+        self.assertTrue(warning.payload["message"].startswith(
+            f"scoring failed: criterion 'broken' failed on {total:,} of the run's {total:,} rollouts (100%)"
+        ), warning.payload["message"])  # fmt: skip
+        self.assertIn("the row has no field 'missing'", warning.payload["message"])
         self.assertEqual(run.warning, warning.payload["message"])
+        self.assertEqual(run.scoring_failed, [{"criterion": "broken", "failed": total, "rollouts": total}])
         rates = MetricPoint.objects.filter(run=run, key="reward/criterion_failure_rate/broken")
         self.assertEqual(sorted(rates.values_list("step", "value")), [(1, 1.0), (2, 1.0)])
         self.assertEqual(self.client_for(self.carol).get(f"/api/runs/{run.pk}/").json()["warning"], run.warning)
@@ -127,6 +154,9 @@ class ExecuteRunTest(StudioTestCase):
         # The run page shows it as a banner; the runs list says it beside a run that is still going.
         self.client.force_login(self.carol)
         page = self.client.get(f"/runs/{run.pk}/").content.decode()
-        self.assertIn("data-run-warning >⚠ <span data-run-warning-text>criterion &#x27;broken&#x27; failed", page)
+        self.assertIn("data-run-warning >⚠ <span data-run-warning-text>scoring failed: criterion &#x27;broken&#x27;", page)
+        self.assertIn(f"scoring failed · broken {total}/{total}</span>", page)
         Run.objects.filter(pk=run.pk).update(state="running", error="")
-        self.assertContains(self.client.get("/runs/"), "⚠ criterion &#x27;broken&#x27; failed on 100%")
+        listed = self.client.get("/runs/")
+        self.assertContains(listed, "⚠ scoring failed: criterion &#x27;broken&#x27; failed on")
+        self.assertContains(listed, f"scoring failed · broken {total}/{total}</span>")

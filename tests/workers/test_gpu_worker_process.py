@@ -16,6 +16,9 @@ import pytest
 
 from launcher.processes import Children, start_embedded_redis
 from launcher.studio import worker_argv
+from tests.passes import first_pass_only
+
+pytestmark = first_pass_only
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,5 @@
-"""A run whose worker stops sending heartbeats is marked failed with the reason."""
+"""A run whose worker stops sending heartbeats is marked failed with the reason (and, while its
+automatic restarts last, queued again: tests/studio/runs/test_restarts.py; these runs have none)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,12 @@ from workers import gpu
 
 
 class LostWorkerTest(StudioTestCase):
+    def make_run(self, state: str = "queued", **fields) -> Run:
+        run = super().make_run(state, **fields)
+        run.spec["checkpoint"] = {**run.spec.get("checkpoint", {}), "max_restarts": 0}
+        run.save(update_fields=["spec"])
+        return run
+
     def test_the_sweeper_fails_runs_whose_heartbeat_is_older_than_the_timeout(self):
         stale = self.make_run("running", heartbeat=timezone.now() - timedelta(seconds=120), worker="gpu@box")
         fresh = self.make_run("running", heartbeat=timezone.now())
@@ -47,8 +54,9 @@ class LostWorkerTest(StudioTestCase):
         self.assertFalse(lifecycle.finish(run.pk, "succeeded"))
         self.assertEqual(Run.objects.get(pk=run.pk).state, "failed")
 
-    def test_stopping_the_studio_fails_the_runs_of_its_local_worker(self):
+    def test_stopping_the_studio_interrupts_the_runs_of_its_local_worker(self):
         run = self.make_run("running", heartbeat=timezone.now(), worker="local@here")
         other = self.make_run("running", heartbeat=timezone.now(), worker="gpu@elsewhere")
-        self.assertEqual(lifecycle.fail_runs_of_worker("local@here", "studio stopped"), [run.pk])
+        self.assertEqual(lifecycle.interrupt_runs_of_worker("local@here", "studio stopped"), [run.pk])
+        self.assertEqual(Run.objects.get(pk=run.pk).state, "interrupted")
         self.assertEqual(Run.objects.get(pk=other.pk).state, "running")
