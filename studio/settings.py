@@ -137,6 +137,10 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# An open run page's websocket joins its channel-layer groups again this often and reads from the
+# database what it missed: memberships lost with Redis's data must not leave a page deaf
+# (studio.runs.live.consumers).
+LIVE_REJOIN_S = envfloat("STUDIO_LIVE_REJOIN_S", 30.0)
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"
@@ -161,6 +165,15 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # --- runs -------------------------------------------------------------------------
 HEARTBEAT_INTERVAL_S = envfloat("STUDIO_HEARTBEAT_INTERVAL_S", 10.0)
 HEARTBEAT_TIMEOUT_S = envfloat("STUDIO_HEARTBEAT_TIMEOUT_S", 45.0)
+# A run whose GPUs are not all free goes back to the queue and is tried again after this long
+# (studio.fleet.leases); its pool process serves other runs meanwhile.
+GPU_WAIT_RETRY_S = envfloat("STUDIO_GPU_WAIT_RETRY_S", 10.0)
+# A cancelled multi-process run stops at its next step; processes still there after this long are killed.
+RUN_STOP_GRACE_S = envfloat("STUDIO_RUN_STOP_GRACE_S", 120.0)
+# The Ray cluster that runs spanning several machines (parallel.nodes > 1) use: its head's "host:6379"
+# (the worker's machine has joined it) or a Ray Client "ray://head:10001"; RAY_ADDRESS, Ray's own
+# variable, works too. Unset: such runs are refused at launch (studio.runs.placement; docs/gpu-workers.md).
+RAY_ADDRESS = envstr("STUDIO_RAY_ADDRESS") or envstr("RAY_ADDRESS")
 RUBRIC_TRY_TIMEOUT_S = envfloat("STUDIO_RUBRIC_TRY_TIMEOUT_S", 60.0)
 # Loading a model and running a few episodes takes longer than scoring pairs.
 ENVIRONMENT_TRY_TIMEOUT_S = envfloat("STUDIO_ENVIRONMENT_TRY_TIMEOUT_S", 180.0)

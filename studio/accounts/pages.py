@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -11,8 +15,28 @@ from rest_framework.authtoken.models import Token
 from studio.accounts import permissions as perms
 from studio.accounts import services
 from studio.accounts.models import ROLES, VIEWER, Team
+from studio.bootstrap import first_login_path
 from studio.experiments.models import Experiment
 from studio.runs.models import Run
+
+
+class SignIn(auth_views.LoginView):
+    """The sign-in page. It names the file the first start kept the first login in, where it really is
+    (the data folder may be elsewhere than var/: STUDIO_DATA_DIR), and only while it is there."""
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        path = first_login_path()
+        context["first_login_file"] = shown_path(path) if path.is_file() else ""
+        return context
+
+
+def shown_path(path: Path) -> str:
+    """A path as a person finds it: relative to the studio's folder (where ./studioctl runs) when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path(settings.BASE_DIR).resolve()))
+    except (ValueError, OSError):
+        return str(path)
 
 
 @login_required

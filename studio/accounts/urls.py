@@ -5,7 +5,7 @@ from studio.accounts import pages
 
 urlpatterns = [
     path("", pages.home, name="home"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", pages.SignIn.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("teams/", pages.teams, name="teams"),
 ]

@@ -29,13 +29,16 @@ class DatasetSerializer(StudioModelSerializer):
     path = serializers.CharField(required=False, help_text="Server-side file or Hugging Face dataset folder.")
     format = serializers.ChoiceField(choices=[("auto", "auto"), *FORMATS], default="auto")
     is_valid = serializers.BooleanField(read_only=True)
+    valid_rows = serializers.IntegerField(
+        read_only=True, help_text="Rows a run can use: row_count less the invalid ones (error_count, one per row)."
+    )
     full_check_needed = False  # set by the request's check: the file is longer than it reads
 
     class Meta:
         model = Dataset
         fields = ["id", "team", "name", "description", "source", "path", "file", "format", *MAPPING_FIELDS,
                   "status", "status_detail", "columns", "row_count", "size_bytes", "errors", "error_count",
-                  "warnings", "longest_prompt_chars", "is_valid", "created", "updated"]  # fmt: skip
+                  "warnings", "longest_prompt_chars", "is_valid", "valid_rows", "created", "updated"]  # fmt: skip
         read_only_fields = ["source", "status", "status_detail", "columns", "row_count", "size_bytes", "errors",
                             "error_count", "warnings", "longest_prompt_chars"]  # fmt: skip
 

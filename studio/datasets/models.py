@@ -42,14 +42,58 @@ class Dataset(TeamObject):
     def is_valid(self) -> bool:
         return self.status == READY and self.error_count == 0 and bool(self.row_count)
 
-    def launch_problem(self) -> str | None:
+    @property
+    def valid_rows(self) -> int:
+        """Rows a run can use (the check records one error per row it cannot use)."""
+        return max((self.row_count or 0) - self.error_count, 0)
+
+    @property
+    def rows_summary(self) -> str:
+        """What the pages say of a checked dataset with invalid rows ("3 of 4 rows invalid"); "" otherwise."""
+        if self.status == CHECKING or not self.error_count or not self.row_count:
+            return ""
+        return f"{self.error_count:,} of {self.row_count:,} rows invalid"
+
+    def invalid_rows_text(self, shown: int = 3) -> str:
+        """The invalid rows in words: how many, and the first few with what is wrong with each."""
+        rows = []
+        for error in self.errors[:shown]:
+            where = f"row {error.get('row')}" + (f", field {error['field']!r}" if error.get("field") else "")
+            rows.append(f"{where}: {error.get('message')}")
+        more = f"; {self.error_count - len(rows):,} more on the dataset's page" if self.error_count > len(rows) else ""
+        return f"{self.rows_summary} in {self.name!r} ({'; '.join(rows)}{more})"
+
+    def _mapping_may_help(self) -> bool:
+        """Whether every invalid row shown lacks a field the mapping names: then the rows may hold it
+        under another name, which the mapping (not the file) fixes."""
+        return bool(self.errors) and all(e.get("field") and e.get("message") == "missing" for e in self.errors)
+
+    def choice_problem(self, skip_invalid_rows: bool = False) -> str | None:
+        """Why an experiment cannot use this dataset, in words that help (which rows, what is wrong,
+        what to do), or None. A dataset still being checked may be chosen (launching waits for it)."""
+        if self.status == REFUSED:
+            return f"dataset {self.name!r} was refused: {self.status_detail}"
+        if self.status == CHECKING or not self.error_count:
+            return None
+        mapping = ("; if the rows hold that field under another name, change the dataset's field mapping"
+                   if self._mapping_may_help() else "")  # fmt: skip
+        if not self.valid_rows:
+            return f"no row can be used: {self.invalid_rows_text()}. Fix the file and add it again{mapping}."
+        if skip_invalid_rows:
+            return None
+        return (f"{self.invalid_rows_text()}. A run stops at the first invalid row. Fix those rows in the file (or "
+                f"drop them) and add it again{mapping}; or tick “skip invalid rows” (Data section: "
+                f"data.skip_invalid_rows) to train on the {self.valid_rows:,} valid row{'s' if self.valid_rows != 1 else ''} "
+                "only.")  # fmt: skip
+
+    def launch_problem(self, skip_invalid_rows: bool = False) -> str | None:
         """Why a run cannot start on this dataset (naming it), or None."""
         if self.status == CHECKING:
             return f"dataset {self.name!r} is still being checked ({self.row_count or 0:,} rows so far); wait until it is ready"
-        if self.status == REFUSED:
-            return f"dataset {self.name!r} was refused: {self.status_detail}"
-        if not self.is_valid:
-            return f"the dataset has {self.error_count} errors; fix the mapping of {self.name!r} first"
+        if problem := self.choice_problem(skip_invalid_rows):
+            return problem
+        if not self.row_count:
+            return f"dataset {self.name!r} has no rows"
         return None
 
     def data_spec(self) -> dict[str, Any]:

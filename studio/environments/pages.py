@@ -70,6 +70,7 @@ def environment_edit(request: HttpRequest, pk: int | None = None) -> HttpRespons
         "environment": environment, "meta": meta, "config": config, "kind": kind, "kinds": kinds,
         "kind_doc": forms.kind_doc(kind), "kind_error": errors.get("config.kind", ""), "errors": errors, "can_edit": can_edit,
         "params": params, "limits": limits,
+        "tool_kinds": forms.tool_kinds() if any(f.picker == forms.TOOLS_PARAM for f in params) else None,
         "other_errors": {k: v for k, v in errors.items() if k not in beside and not _try_error(k)},
         "try_errors": {k: v for k, v in errors.items() if _try_error(k)},
         "tried": tried, "trial": trial,

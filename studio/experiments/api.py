@@ -72,10 +72,17 @@ class ExperimentSerializer(StudioModelSerializer):
         probe = Experiment(**{**self._current(), **attrs})
         if probe.dataset is None and not probe.generates_prompts:
             raise serializers.ValidationError({"dataset": NO_DATASET})
+        errors = {}
+        # Refused where it is chosen, not at launch: rows a run would stop at, or a refused file.
+        chosen = probe.dataset if not probe.generates_prompts else None
+        if chosen is not None and (problem := chosen.choice_problem(probe.skips_invalid_rows)):
+            errors["dataset"] = problem
         try:
             paths.validate_for_team(probe.spec_config(), team)
         except specs.SpecError as exc:
-            raise serializers.ValidationError(exc.errors) from None
+            errors.update(exc.errors)
+        if errors:
+            raise serializers.ValidationError(errors)
         return attrs
 
     def _pinned(self, attrs) -> dict:
@@ -165,8 +172,8 @@ class ExperimentViewSet(TeamScopedViewSet):
         payload = {
             "team": source.team_id, "dataset": source.dataset_id, "rubric": source.rubric_id,
             "environment": source.environment_id, "environment_version": source.environment_version,
-            "model_path": source.model_path, "description": source.description,
-            "name": data.validated_data.get("name") or f"{source.name} (copy)",
+            "model_path": source.model_path, "description": services.clone_description(source),
+            "name": data.validated_data.get("name") or services.clone_name(source),
             "config": specs.deep_merge(source.config, data.validated_data.get("config") or {}),
         }  # fmt: skip
         serializer = ExperimentSerializer(data=payload, context=self.get_serializer_context())

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from studio.lib.schema_form import FormField, fields_for, read_fields
+from trainers.data.procedural.catalog import TASKS
 from trainers.rollout.engines.availability import vllm_build, vllm_unavailable_reason
 from trainers.spec import RunSpec
+from trainers.spec.data import ProceduralSpec
 
 # RunSpec parts the experiment form does not show: they come from the dataset, the rubric,
 # the model field, or are set per run by the studio.
-EXPERIMENT_SECTIONS = ("model", "data", "reward", "algorithm", "rollout", "optim", "curriculum", "checkpoint", "eval",
-                       "validation")  # fmt: skip
+EXPERIMENT_SECTIONS = ("model", "data", "reward", "algorithm", "rollout", "optim", "parallel", "curriculum", "checkpoint",
+                       "eval", "validation", "warm_up")  # fmt: skip
 # Sections the spec may leave out (None: the feature is off), with the fields that turn one on: the
 # form always shows their fields, and a section with none of these filled is left out when read back.
-OPTIONAL_SECTIONS = {"validation": ("path", "holdout_fraction")}
+OPTIONAL_SECTIONS = {"validation": ("path", "holdout_fraction"), "warm_up": ("path",)}
 HIDDEN = ("model.path", "data.path", "data.format", "data.split", "data.prompt_field", "data.messages_field",
           "data.answer_field", "data.extra_fields", "checkpoint.output_dir", "checkpoint.resume_from",
           "eval.checkpoint", "model.lora")  # fmt: skip
@@ -36,7 +40,32 @@ def experiment_sections(config: dict[str, Any], errors: dict[str, str]) -> list[
         for f in fields:
             if f.name == "rollout.engine":
                 describe_engines(f)
+            elif f.name == "data.procedural":
+                describe_procedural(f)
     return out
+
+
+def describe_procedural(f: FormField) -> None:
+    """The generated-prompts field: its settings and the tasks (from the catalogue), an example, and
+    a bare task name as short for {"task": name}."""
+    schema = ProceduralSpec.model_json_schema()
+    task = schema["properties"]["task"]
+    f.help = (f"{f.help} A JSON object; settings: {', '.join(schema['properties'])}. task — {task['description']} "
+              f'Example: {json.dumps({"task": TASKS.names()[0], "start_difficulty": 1})}; a bare task name '
+              f'({TASKS.names()[0]}) is short for {{"task": "{TASKS.names()[0]}"}}.')  # fmt: skip
+    f.shorthand = procedural_shorthand
+
+
+def procedural_shorthand(text: str) -> dict[str, Any]:
+    """A bare task name ("arithmetic") as {"task": "arithmetic"}; ValueError with the shape and the tasks."""
+    name = text.strip()
+    example = json.dumps({"task": TASKS.names()[0], "start_difficulty": 1})
+    if re.fullmatch(r"[A-Za-z_][\w-]*", name) and name in TASKS:
+        return {"task": name}
+    what = f"unknown procedural task {name!r}" if re.fullmatch(r"[A-Za-z_][\w-]*", name) else "not a JSON object"
+    raise ValueError(
+        f"{what}. Expected a JSON object like {example}, or a task name; tasks: {', '.join(TASKS.names())}."
+    )
 
 
 def describe_engines(f: FormField) -> None:

@@ -44,6 +44,12 @@ class Experiment(TeamObject):
         return str(procedural.get("task") or "?") if isinstance(procedural, dict) else "?"
 
     @property
+    def skips_invalid_rows(self) -> bool:
+        """Whether runs leave out the dataset's invalid rows (data.skip_invalid_rows) rather than stop at one."""
+        data = self.config.get("data") if isinstance(self.config, dict) else None
+        return isinstance(data, dict) and data.get("skip_invalid_rows") is True
+
+    @property
     def prompt_source(self) -> str:
         """What the pages show for where the prompts come from: the dataset's name, or "generated: <task>"."""
         if self.generates_prompts:
@@ -56,7 +62,7 @@ class Experiment(TeamObject):
         config = copy.deepcopy(self.config)
         config["name"] = name or self.name
         config["model"] = {**config.get("model", {}), "path": self.model_path}
-        options = _data_options(config.get("data", {}))
+        options = data_options(config.get("data", {}))
         # Generated prompts replace the dataset's rows: the spec refuses both sources at once.
         # Without a dataset (refused by the API and form unless procedural) the spec names the missing path.
         rows = self.dataset.data_spec() if self.dataset_id else {}
@@ -67,7 +73,7 @@ class Experiment(TeamObject):
         return config
 
 
-def _data_options(data: dict[str, Any]) -> dict[str, Any]:
+def data_options(data: dict[str, Any]) -> dict[str, Any]:
     """Data options an experiment may set itself (limits, templates); the mapping belongs to the dataset."""
     mapping = {"path", "format", "split", "prompt_field", "messages_field", "answer_field", "extra_fields"}
     return {k: v for k, v in data.items() if k not in mapping}

@@ -10,13 +10,14 @@ from django.shortcuts import redirect, render
 
 from studio.accounts import permissions as perms
 from studio.datasets.models import Dataset
-from studio.environments.models import Environment
-from studio.experiments import forms, layout, services
+from studio.environments.models import Environment, EnvironmentVersion
+from studio.experiments import forms, layout, paths, services
 from studio.experiments.api import ExperimentSerializer
 from studio.experiments.models import Experiment
 from studio.experiments.paths import validate_for_team
 from studio.experiments.specs import SpecError
 from studio.lib.page_forms import flat_errors, serializer_context
+from studio.lib.params import as_id
 from studio.rubrics.models import Rubric
 from trainers.spec import PRESET_DESCRIPTIONS, apply_preset
 
@@ -39,6 +40,8 @@ def experiment_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse
     if base is None and request.method != "POST":  # a new form starts from a preset, with its values
         meta["preset"] = layout.DEFAULT_PRESET
         config = apply_preset(config, layout.DEFAULT_PRESET)
+    if source is not None and request.method != "POST":  # a clone says what it is a clone of
+        meta.update(name=services.clone_name(source), description=services.clone_description(source))
     errors: dict[str, str] = {}
     if request.method == "POST":
         config, errors = forms.read_experiment_config(request.POST)
@@ -50,19 +53,38 @@ def experiment_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse
                 saved = serializer.save(**({} if experiment else {"created_by": request.user}))
                 return redirect("experiment", saved.pk)
             errors = flat_errors(serializer.errors)
-    sections = forms.experiment_sections(config, errors)
+    sections = forms.experiment_sections(config, {})
+    # Each error beside its field (a setting's, or the input above that sets it), the rest at the top.
+    placed = layout.place_errors(errors, sections)
+    for _, fields in sections:
+        for f in fields:
+            f.error = placed.beside.get(f.name, "")
+    environments = list(perms.visible(Environment.objects.all(), request.user).distinct())
     context = {
-        "experiment": experiment, "meta": meta, "sections": sections, "errors": errors,
+        "experiment": experiment, "meta": meta, "sections": sections, "errors": errors, "placed": placed,
         "groups": layout.experiment_groups(sections, meta["preset"]),
-        "step_cost": layout.StepCost.of([f for _, fields in sections for f in fields]),
-        "form_rules": layout.page_rules(sections), "known_models": layout.known_models(request.user),
+        "step_cost": layout.StepCost.of([f for _, fields in sections for f in fields],
+                                        chosen_environment(environments, meta)),
+        "form_rules": layout.page_rules(sections, environments), "known_models": layout.known_models(request.user),
+        "model_note": "" if "model_path" in placed.meta else paths.model_source_note(str(meta["model_path"] or "")),
         "teams": perms.editable_teams(request.user).distinct(),
         "datasets": perms.visible(Dataset.objects.all(), request.user).distinct(),
         "rubrics": perms.visible(Rubric.objects.all(), request.user).distinct(),
-        "environments": perms.visible(Environment.objects.all(), request.user).distinct(),
-        "presets": PRESET_DESCRIPTIONS,
+        "environments": environments, "presets": PRESET_DESCRIPTIONS,
     }  # fmt: skip
     return render(request, "experiments/edit.html", context)
+
+
+def chosen_environment(environments: list[Environment], meta: dict) -> dict | None:
+    """The config of the environment (and version) the form names, for the step cost; None for none."""
+    pk, version = as_id(meta.get("environment")), as_id(meta.get("environment_version"))
+    environment = next((e for e in environments if e.pk == pk), None)
+    if environment is None:
+        return None
+    try:
+        return environment.config_of(version)
+    except EnvironmentVersion.DoesNotExist:  # a version that does not exist: the form says so beside it
+        return environment.config
 
 
 @login_required

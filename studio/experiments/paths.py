@@ -23,7 +23,10 @@ but the folder is read by the worker, which may be another machine: the studio c
 where it sees the same files as the workers, that is under the folders workers share with it
 (STUDIO_DATASET_ROOTS: the data folder and the repository by default), or anywhere when a worker
 runs on this machine (an online fleet row with this host name, as `./studioctl up` starts).
-Elsewhere the trainer checks it at run start with the same message. Hub ids are never looked up.
+Elsewhere the trainer checks it at run start with the same message. Hub ids are never looked up:
+one is refused only where the Hub is switched off here (HF_HUB_OFFLINE, which the workers `up`
+starts share) and the model is not in the Hub cache (trainers.hub.save_problem); the form says
+beside it that the worker downloads it (`model_source_note`).
 """
 
 from __future__ import annotations
@@ -40,8 +43,9 @@ from studio.datasets.models import Dataset
 from studio.experiments.specs import SpecError, validate
 from studio.fleet.models import WorkerNode
 from studio.runs.models import Run
+from trainers import hub
 from trainers.access import DATA, ENDPOINT, MODEL, Named, PathPolicy, endpoint_error, named
-from trainers.spec import EnvironmentSpec, RubricSpec, RunSpec, looks_local, model_folder_error
+from trainers.spec import EnvironmentSpec, RubricSpec, RunSpec, looks_local, model_folder_error, model_path_shape_error
 
 RUNS_FOLDER = "runs"  # DATA_DIR/runs/<run id>: see workers.tasks.run_spec
 MODEL_FIELDS = ("model.path", "model.ref_path", "checkpoint.resume_from", "eval.checkpoint")
@@ -69,7 +73,7 @@ def check(spec: dict[str, Any], team) -> None:
         section, key = field.split(".")
         value = (spec.get(section) or {}).get(key)
         if value and value not in KEYWORDS.get(field, ()) and field not in errors:
-            error = missing_folder_error(value, field in CHECKPOINT_FIELDS)
+            error = missing_folder_error(value, field in CHECKPOINT_FIELDS) or hub_error(value)
             if error:
                 errors[field] = error
     if errors:
@@ -207,6 +211,19 @@ def missing_folder_error(raw: str, adapters_ok: bool = False) -> str | None:
     if any(error is None for error in errors):
         return None
     return errors[0].replace(str(resolved[0]), raw) if len(resolved) == 1 else errors[0]
+
+
+def hub_error(raw: str) -> str | None:
+    """Why runs could not get the hub model `raw` (the Hub switched off here, the model not cached), or None
+    (also for a folder path)."""
+    return None if looks_local(raw) else hub.save_problem(raw)
+
+
+def model_source_note(raw: str) -> str:
+    """What the form says beside a model path that is a hub id (the worker downloads it); "" for a folder."""
+    if not raw or looks_local(raw) or model_path_shape_error(raw):
+        return ""
+    return hub.source_note(raw)
 
 
 def _workers_see(path: Path) -> bool:

@@ -7,6 +7,7 @@ from rest_framework import generics, permissions, serializers
 from rest_framework.exceptions import ValidationError
 
 from studio.accounts.permissions import AnyTeamMember
+from studio.fleet import leases
 from studio.fleet.models import WorkerNode
 from studio.lib.params import QueryError, flag_param
 
@@ -15,6 +16,10 @@ class WorkerNodeSerializer(serializers.ModelSerializer):
     online = serializers.BooleanField(source="is_online", read_only=True)
     gpu_count = serializers.IntegerField(read_only=True)
     gpu_memory_total_gb = serializers.FloatField(read_only=True)
+    free_gpus = serializers.SerializerMethodField(help_text="Its GPUs no run holds (studio.fleet.leases).")
+
+    def get_free_gpus(self, node: WorkerNode) -> list[str]:
+        return leases.free_gpus(node.hostname, node.devices)
 
     class Meta:
         model = WorkerNode
@@ -26,6 +31,7 @@ class WorkerNodeSerializer(serializers.ModelSerializer):
             "gpus",
             "gpu_count",
             "gpu_memory_total_gb",
+            "free_gpus",
             "online",
             "started",
             "last_seen",

@@ -86,3 +86,26 @@ class WorkerNode(models.Model):
     @property
     def gpu_memory_total_gb(self) -> float:
         return round(sum(g.get("memory_total_gb", 0.0) for g in self.gpus), 1)
+
+    @property
+    def devices(self) -> list[str]:
+        """Its GPUs as CUDA_VISIBLE_DEVICES names them (nvidia-smi's indices): what leases are taken on."""
+        return [str(g["index"]) for g in self.gpus if isinstance(g, dict) and "index" in g]
+
+
+class GpuLease(models.Model):
+    """One GPU of one worker, held by one run while it runs (studio.fleet.leases). The unique
+    constraint is what keeps a GPU from serving two runs: two workers' pool processes racing for
+    the same GPU cannot both insert its row."""
+
+    worker = models.CharField(max_length=255, help_text="Celery node name, as WorkerNode.hostname.")
+    device = models.CharField(max_length=64, help_text="The GPU, as CUDA_VISIBLE_DEVICES names it.")
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="gpu_leases")
+    taken = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["worker", "device"]
+        constraints = [models.UniqueConstraint(fields=["worker", "device"], name="one_run_per_gpu")]
+
+    def __str__(self) -> str:
+        return f"GPU {self.device} of {self.worker} → run {self.run_id}"

@@ -9,12 +9,17 @@ free string but that the trainer checks against a catalog get that catalog as ch
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from trainers.algorithms.catalog import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
 from trainers.curriculum.catalog import BUDGETS, SAMPLERS
 from trainers.spec import PRESETS
+
+# String settings edited as several lines (a textarea that keeps every line break): these names,
+# any name ending in "prompt", and any whose default or examples hold a line break.
+MULTILINE_NAMES = ("code", "rubric", "formula")
 
 CATALOG_CHOICES: dict[str, list[str]] = {
     "algorithm.advantage_estimator": list(ADVANTAGE_ESTIMATORS),
@@ -46,6 +51,12 @@ class FormField:
     baseline: str | None = None  # what a preset or the default gives, shown; None: not compared
     baseline_from: str = ""  # "preset" or "default": where `baseline` comes from
     changed: bool = False  # the value differs from `baseline`
+    placeholder: str = ""  # an example of the value, shown in the empty input
+    # For a json field: reads text that is not JSON (a shorthand such as a bare name) or raises
+    # ValueError saying what is expected; None: such text is an error.
+    shorthand: Callable[[str], Any] | None = None
+    # A json field the page also edits with a picker (its script's name, as "tools"); the JSON stays the input.
+    picker: str = ""
 
     @property
     def bounds(self) -> str:
@@ -144,10 +155,19 @@ def _field(schema, name: str, prop: str, raw: dict[str, Any], value: Any, error:
     elif kind == "array" and main.get("items", {}).get("type") == "string":
         f.widget, f.kind = "textarea", "list"
     elif kind == "string":
-        f.widget = "textarea" if prop in ("code", "rubric", "formula") else "text"
+        f.widget = "textarea" if multiline(prop, raw, main) or "\n" in str(value or "") else "text"
     else:
         f.widget, f.kind = "textarea", "json"
+    examples = raw.get("examples") or main.get("examples")
+    if examples:
+        f.placeholder = display(f.kind, examples[0])
     return f
+
+
+def multiline(prop: str, raw: dict[str, Any], main: dict[str, Any]) -> bool:
+    """Whether a string setting is text of several lines (a prompt, code), edited in a textarea."""
+    samples = [raw.get("default"), main.get("default"), *(raw.get("examples") or []), *(main.get("examples") or [])]
+    return prop in MULTILINE_NAMES or prop.endswith("prompt") or any(isinstance(v, str) and "\n" in v for v in samples)
 
 
 def read_fields(fields: list[FormField], post) -> tuple[dict[str, Any], dict[str, str]]:
@@ -173,6 +193,10 @@ _OMIT = object()
 def _parse(f: FormField, raw: str, present: bool) -> Any:
     if f.kind == "boolean":
         return present and raw not in ("", "0", "false", "off")
+    if f.kind == "string" and f.widget == "textarea" and isinstance(raw, str):
+        # Text of several lines is kept as typed (browsers send a textarea's line breaks as \r\n).
+        text = raw.replace("\r\n", "\n").replace("\r", "\n")
+        return text if text.strip() else (None if f.nullable else _OMIT)
     raw = raw.strip() if isinstance(raw, str) else raw
     if raw == "":
         return None if f.nullable else ([] if f.kind == "list" else _OMIT)
@@ -192,7 +216,10 @@ def _parse(f: FormField, raw: str, present: bool) -> Any:
         try:
             return json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"not valid JSON: {exc}") from None
+            if f.shorthand is not None:
+                return f.shorthand(raw)
+            example = f" Example: {' '.join(f.placeholder.split())}" if f.placeholder else ""
+            raise ValueError(f"not valid JSON: {exc}.{example}") from None
     return raw
 
 

@@ -1,32 +1,61 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
-from studio.experiments import paths, specs
+from studio.experiments import specs
 from studio.lib.api_schema import SHARE, id_parameter
 from studio.lib.params import QueryError, number_param
 from studio.lib.team_api import query_id
 from studio.runs import api_docs as docs
 from studio.runs import episodes, lifecycle, prompt_stat_query, rollout_query, texts
 from studio.runs.access import readable_run
-from studio.runs.models import KINDS, STATES, Checkpoint, Rollout, Run, RunEvent
+from studio.runs.models import (
+    KINDS,
+    RUN_ACTIONS,
+    STATES,
+    Checkpoint,
+    Rollout,
+    Run,
+    RunEvent,
+    RunRestart,
+    with_action_facts,
+)
 
 EVENTS_MAX = 1000
 
 
+class ScoringFailedSerializer(serializers.Serializer):
+    criterion = serializers.CharField()
+    failed = serializers.IntegerField(help_text="Rollouts whose score of the criterion carries an error.")
+    rollouts = serializers.IntegerField(help_text="The run's rollouts.")
+
+
 class RunSerializer(serializers.ModelSerializer):
+    actions = serializers.SerializerMethodField(
+        help_text=f"What can work on the run now, of {', '.join(RUN_ACTIONS)} (cancel: the Stop button); "
+        "editors and owners may do them. Run.action_refusals is the rule."
+    )
+    scoring_failed = ScoringFailedSerializer(
+        many=True, read_only=True,
+        help_text="Criteria that raised on (nearly) every rollout, tallied when the run ended: its reward says little.",
+    )  # fmt: skip
+
     class Meta:
         model = Run
         fields = ["id", "team", "experiment", "kind", "name", "state", "error", "warning", "last_step", "total_steps",
-                  "cancel_requested", "resumed_from", "last_seq", "created", "started", "finished", "heartbeat",
-                  "worker", "spec"]  # fmt: skip
+                  "cancel_requested", "restarts", "resumed_from", "resumed_at_step", "last_seq", "created", "started",
+                  "finished", "heartbeat", "worker", "placement", "waiting_for", "spec", "actions", "scoring_failed"]  # fmt: skip
         read_only_fields = fields
+
+    @extend_schema_field(serializers.ListField(child=serializers.ChoiceField(choices=RUN_ACTIONS)))
+    def get_actions(self, run: Run) -> list[str]:
+        return run.actions()
 
 
 class CheckpointSerializer(serializers.ModelSerializer):
@@ -35,11 +64,18 @@ class CheckpointSerializer(serializers.ModelSerializer):
         fields = ["id", "step", "path", "created"]
 
 
+class RunRestartSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = RunRestart
+        fields = ["number", "created", "reason", "from_step", "checkpoint", "steps_lost"]
+
+
 class RunDetailSerializer(RunSerializer):
     checkpoints = CheckpointSerializer(many=True, read_only=True)
+    restart_log = RunRestartSerializer(many=True, read_only=True, help_text="Automatic restarts, oldest first.")
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "checkpoints"]
+        fields = [*RunSerializer.Meta.fields, "checkpoints", "restart_log"]
         read_only_fields = fields
 
 
@@ -97,7 +133,11 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     permission_classes = [IsAuthenticated, perms.TeamRole]
 
     def get_queryset(self):
-        runs = perms.visible(Run.objects.all(), self.request.user).distinct().order_by("-created", "-pk")
+        runs = (
+            perms.visible(with_action_facts(Run.objects.all()), self.request.user)
+            .distinct()
+            .order_by("-created", "-pk")
+        )
         for name in ("team", "experiment"):
             value = query_id(self.request.query_params, name)
             if value is not None:
@@ -144,21 +184,21 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=CloneRunSerializer, responses={201: RunSerializer})
+    @extend_schema(request=CloneRunSerializer, responses={201: RunSerializer, 409: docs.CONFLICT})
     @action(detail=True, methods=["post"], serializer_class=CloneRunSerializer)
     def clone(self, request, pk=None):
-        """A new run with this run's settings and the given overrides (change one thing)."""
+        """A new run with this run's settings and the given overrides (change one thing), in its experiment
+        (409 once the experiment was deleted)."""
         source = self._editable_run()
         data = CloneRunSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        config = specs.deep_merge(source.spec, data.validated_data.get("overrides") or {})
-        config.get("checkpoint", {}).pop("resume_from", None)
         try:
-            spec = paths.validate_for_team(config, source.team)
+            run = lifecycle.clone(source, request.user, name=data.validated_data.get("name") or "",
+                                  overrides=data.validated_data.get("overrides"))  # fmt: skip
+        except lifecycle.RunActionError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         except specs.SpecError as exc:
             return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
-        run = lifecycle.create_run(source.team, spec, kind=source.kind, experiment=source.experiment,
-                                   name=data.validated_data.get("name") or f"{source.name} (clone)", user=request.user)  # fmt: skip
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=docs.EVENTS_PARAMETERS, responses=docs.EVENTS)

@@ -60,8 +60,9 @@ def announce(group: str, message: dict[str, Any]) -> None:
     from the database when they reconnect, so a broker hiccup is logged, not raised."""
     try:
         send_to_group(group, message)
-    except Exception:  # noqa: BLE001 - live delivery is best effort
-        log.exception("could not send %s to %s", message.get("type"), group)
+    except Exception as exc:  # noqa: BLE001 - live delivery is best effort
+        # A line, not a traceback: while Redis is away every flush of every run comes here.
+        log.warning("could not send %s to %s: %s: %s", message.get("type"), group, type(exc).__name__, exc)
 
 
 def publish(run_id: int, messages: list[dict[str, Any]]) -> None:
@@ -79,5 +80,6 @@ def record(run_id: int, items: list[EventItem], **run_fields: Any) -> list[dict[
     return messages
 
 
-def status_item(state: str, detail: str = "") -> EventItem:
-    return ("status", None, {"state": state, "detail": detail})
+def status_item(state: str, detail: str = "", **more: Any) -> EventItem:
+    """A status event; `more`: what else the run page updates with it (e.g. `placement` on start)."""
+    return ("status", None, {"state": state, "detail": detail, **more})

@@ -31,6 +31,8 @@ def window_from(params) -> Window:
             start=number_param(params, "start"),
             end=number_param(params, "end"),
             points=DEFAULT_POINTS if points is None else points,
+            step_min=number_param(params, "step_min", int),
+            step_max=number_param(params, "step_max", int),
         )
     except QueryError as err:
         raise ValidationError({err.field: str(err)}) from None
@@ -56,6 +58,9 @@ class RunMetricsView(APIView):
         OpenApiParameter("start", float, description="The first x to include."),
         OpenApiParameter("end", float, description="The last x to include."),
         OpenApiParameter("points", int, description=f"Buckets per series, 1 to {MAX_POINTS} (default {DEFAULT_POINTS})."),
+        OpenApiParameter("step_min", int, description="The first step to include, whatever the x."),
+        OpenApiParameter("step_max", int, description="The last step to include, whatever the x (a resumed run's "
+                         "page draws the run it continues up to the step it resumed from)."),
         OpenApiParameter("keys", str, description="Metric keys separated by commas; default all."),
         SHARE,
     ], responses=SERIES)  # fmt: skip

@@ -22,14 +22,18 @@ from studio.experiments.models import Experiment
 from studio.runs import episodes
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
+# Stopped by its infrastructure (a worker shut down, the studio stopped), not by itself: resumable,
+# and resumed by itself while the experiment's automatic restarts last (studio.runs.lifecycle).
+INTERRUPTED = "interrupted"
 STATES = (
     (QUEUED, "Queued"),
     (RUNNING, "Running"),
     (SUCCEEDED, "Succeeded"),
     (FAILED, "Failed"),
     (CANCELLED, "Cancelled"),
+    (INTERRUPTED, "Interrupted"),
 )
-FINISHED_STATES = (SUCCEEDED, FAILED, CANCELLED)
+FINISHED_STATES = (SUCCEEDED, FAILED, CANCELLED, INTERRUPTED)
 KINDS = (("train", "Training"), ("eval", "Evaluation"))
 EVENT_KINDS = (
     ("metrics", "metrics"),
@@ -46,6 +50,11 @@ SPLITS = ((TRAIN_SPLIT, "Training"), (VALIDATION_SPLIT, "Validation"))
 PREVIEW_CHARS = 200
 WARNING_CHARS = 1000
 PROMPT_PREVIEW_CHARS = 120
+# What a user may do with a run (studio.runs.lifecycle's services), in the order the pages show them;
+# Run.action_refusals is the one rule of when each can work.
+RUN_ACTIONS = ("resume", "evaluate", "clone", "cancel")
+# A criterion that raised on at least this share of a run's rollouts failed its scoring (Run.scoring_failed).
+SCORING_FAILED_SHARE = 0.95
 # A prompt's standing, as the trainer's per-prompt statistics judge it (trainers' prompt_stats).
 UNSEEN, SOLVED, LEARNABLE, NEVER_SOLVED = "unseen", "solved", "learnable", "never_solved"
 PROMPT_STATUSES = (
@@ -61,7 +70,7 @@ class Run(models.Model):
     experiment = models.ForeignKey(Experiment, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
     kind = models.CharField(max_length=10, choices=KINDS, default="train")
     name = models.CharField(max_length=200)
-    state = models.CharField(max_length=10, choices=STATES, default=QUEUED, db_index=True)
+    state = models.CharField(max_length=12, choices=STATES, default=QUEUED, db_index=True)
     spec = models.JSONField(help_text="The validated trainers.spec.RunSpec as a dict.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created = models.DateTimeField(auto_now_add=True)
@@ -72,13 +81,32 @@ class Run(models.Model):
     total_steps = models.IntegerField(default=0)
     celery_task_id = models.CharField(max_length=64, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    interrupt_requested = models.BooleanField(
+        default=False, help_text="Its worker is shutting down: checkpoint at the next step and end interrupted."
+    )
+    restarts = models.IntegerField(
+        default=0, help_text="Automatic restarts so far (RunRestart); also names the attempt a worker runs."
+    )
     resumed_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="resumes")
+    resumed_at_step = models.IntegerField(
+        null=True, blank=True, help_text="The step of resumed_from's checkpoint it went on from (lifecycle.resume)."
+    )
     last_seq = models.BigIntegerField(default=0, help_text="Latest RunEvent.seq of this run.")
     heartbeat = models.DateTimeField(null=True, blank=True, help_text="Last sign of life from the worker.")
     worker = models.CharField(max_length=200, blank=True, help_text="Celery worker hostname running it.")
+    placement = models.CharField(
+        max_length=200, blank=True, help_text="Where it runs: its processes and GPUs (studio.runs.placement.describe)."
+    )
+    waiting_for = models.CharField(
+        max_length=500, blank=True, help_text="What a queued run waits for (free GPUs); empty once it starts."
+    )
     warning = models.TextField(
         blank=True, help_text="The latest warning the trainer reported (e.g. a criterion failing on most rollouts)."
     )
+    scoring = models.JSONField(
+        default=dict, blank=True,
+        help_text="Criterion errors tallied when it ended (studio.runs.scoring): {rollouts, failed: {criterion: n}}.",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["-created"]
@@ -95,6 +123,61 @@ class Run(models.Model):
     def can_cancel(self) -> bool:
         return self.state in (QUEUED, RUNNING) and not self.cancel_requested
 
+    def action_refusals(self) -> dict[str, str]:
+        """{action: why it cannot work on the run now, "" where it can}, for each of RUN_ACTIONS: the one
+        rule the run page, the runs lists and the API offer actions by, and the services (studio.runs.
+        lifecycle) refuse by. Whether a user may act at all is their role's (editors and owners).
+
+        resume: a finished training run with a checkpoint of its own, or the one it resumed from;
+        evaluate: a run with a checkpoint; clone: a run whose experiment still exists (it holds the
+        dataset and rubric the settings name); cancel (Stop): queued or running, and not already asked.
+        Reads whether the run has a checkpoint (one query, unless `with_action_facts` annotated it)."""
+        has_checkpoint = self.has_checkpoint
+        started_from = (self.spec.get("checkpoint") or {}).get("resume_from") if isinstance(self.spec, dict) else None
+        resume = ""
+        if self.kind != "train":
+            resume = "only training runs can be resumed"
+        elif self.state in (QUEUED, RUNNING):
+            resume = f"run is {self.state}; cancel it or wait for it to end before resuming"
+        elif not has_checkpoint and (not started_from or started_from == "latest"):
+            resume = "run has no checkpoint to resume from"
+        cancel = ""
+        if self.state not in (QUEUED, RUNNING):
+            cancel = f"run is {self.state}; only queued or running runs can be cancelled"
+        elif self.cancel_requested:
+            cancel = "a stop was already asked for: the run stops at its next step"
+        return {
+            "resume": resume,
+            "evaluate": "" if has_checkpoint else "run has no checkpoint to evaluate",
+            "clone": "" if self.experiment_id else (
+                "its experiment was deleted (with the dataset and rubric its settings name): launch from an experiment"
+            ),
+            "cancel": cancel,
+        }  # fmt: skip
+
+    def actions(self) -> list[str]:
+        """The actions that can work on the run now (action_refusals), in RUN_ACTIONS order."""
+        return [name for name, why in self.action_refusals().items() if not why]
+
+    @property
+    def has_checkpoint(self) -> bool:
+        annotated = getattr(self, "checkpointed", None)  # with_action_facts
+        return bool(annotated) if annotated is not None else self.checkpoints.exists()
+
+    @property
+    def scoring_failed(self) -> list[dict[str, Any]]:
+        """The criteria that raised (errored, timed out, were not run) on at least SCORING_FAILED_SHARE of
+        the run's rollouts, as tallied when it ended: [{criterion, failed, rollouts}]. A failed criterion
+        scores 0, so with these the reward says little however the run ended; empty before it ends."""
+        tally = self.scoring if isinstance(self.scoring, dict) else {}
+        total = int(tally.get("rollouts") or 0)
+        failed = tally.get("failed") or {}
+        return [
+            {"criterion": name, "failed": int(n), "rollouts": total}
+            for name, n in sorted(failed.items())  # by name: PostgreSQL's jsonb keeps no insertion order
+            if total and int(n) >= SCORING_FAILED_SHARE * total
+        ]
+
     def summary(self) -> dict[str, Any]:
         """What the websocket `hello` and list endpoints show about the run."""
         return {
@@ -107,11 +190,17 @@ class Run(models.Model):
             "last_step": self.last_step,
             "total_steps": self.total_steps,
             "cancel_requested": self.cancel_requested,
+            "restarts": self.restarts,
+            "placement": self.placement,
+            "waiting_for": self.waiting_for,
             "created": self.created.isoformat() if self.created else None,
             "started": self.started.isoformat() if self.started else None,
             "finished": self.finished.isoformat() if self.finished else None,
             "team": self.team_id,
             "experiment": self.experiment_id,
+            "resumed_from": self.resumed_from_id,
+            "actions": self.actions(),  # what can work now; the page offers them to editors only
+            "scoring_failed": self.scoring_failed,
         }
 
 
@@ -305,3 +394,36 @@ class Checkpoint(models.Model):
 
     class Meta:
         ordering = ["run", "-step"]
+
+
+class RunRestart(models.Model):
+    """One automatic restart of a run whose worker was lost or interrupted (studio.runs.lifecycle.restart):
+    when, why, and from which checkpoint step it went on; the steps after that step were done again."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="restart_log")
+    number = models.IntegerField(help_text="1 for the first restart.")
+    created = models.DateTimeField(auto_now_add=True)
+    reason = models.TextField()
+    from_step = models.IntegerField(help_text="The checkpoint step it resumed from; 0: from the start.")
+    checkpoint = models.CharField(max_length=1000, blank=True, help_text="The folder it resumed from; empty: none.")
+    steps_lost = models.IntegerField(default=0, help_text="Steps reported after that checkpoint, done again.")
+
+    class Meta:
+        ordering = ["run", "number"]
+        constraints = [models.UniqueConstraint(fields=["run", "number"], name="one_restart_per_run_number")]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "at": self.created.isoformat() if self.created else None,
+            "reason": self.reason,
+            "from_step": self.from_step,
+            "checkpoint": self.checkpoint,
+            "steps_lost": self.steps_lost,
+        }
+
+
+def with_action_facts(runs: models.QuerySet) -> models.QuerySet:
+    """`runs` annotated with what Run.action_refusals reads (whether each has a checkpoint): a list of
+    runs offers their actions without a query per run."""
+    return runs.annotate(checkpointed=models.Exists(Checkpoint.objects.filter(run=models.OuterRef("pk"))))

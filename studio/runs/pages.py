@@ -1,4 +1,4 @@
-"""The runs list (cancel, resume, evaluate) and the run page: curves, rollouts, log and notes.
+"""The runs list (resume, evaluate, clone, stop) and the run page: curves, rollouts, log and notes.
 
 The run page renders a frame and a JSON config; the JS modules in frontend/static/js fetch the
 data (curves, rollouts, notes) and follow the websocket. A share link shows the same page
@@ -9,38 +9,45 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from studio.accounts import permissions as perms
-from studio.runs import lifecycle, prompt_stat_query, rollout_query
+from studio.experiments.specs import SpecError
+from studio.runs import lifecycle, panels, prompt_stat_query, rollout_query
 from studio.runs.models import PROMPT_STATUSES, Run, RunEvent
 from studio.sharing.models import ShareLink
 
 LOG_TAIL = 200
-RUN_ACTIONS = {"resume": lifecycle.resume, "evaluate": lifecycle.evaluate_checkpoint}
+# The runs tables' buttons (runs/table.html) without JavaScript; with it, run_actions.js calls the API.
+# Each is the service the API calls, refused by the same rule (Run.action_refusals).
+RUN_ACTIONS = {"resume": lifecycle.resume, "evaluate": lifecycle.evaluate_checkpoint, "clone": lifecycle.clone}
 
 
 @login_required
 def runs(request: HttpRequest) -> HttpResponse:
+    answers: dict[int, str] = {}  # a refused action's reason, shown in its run's row
     if request.method == "POST":
         run = perms.get_for(request.user, Run.objects.all(), request.POST.get("run"), perms.EDIT)
         try:
-            if request.POST.get("action") in RUN_ACTIONS:
-                new = RUN_ACTIONS[request.POST["action"]](run, request.user)
+            action = request.POST.get("action")
+            if action in RUN_ACTIONS:
+                new = RUN_ACTIONS[action](run, request.user)
                 return redirect("run-detail", new.pk)
+            if action != "cancel":
+                raise lifecycle.RunActionError(f"unknown action {action!r}")
             lifecycle.request_cancel(run)
-        except lifecycle.RunActionError as exc:
-            messages.error(request, str(exc))
-        return redirect("runs")
+            return redirect(f"{request.path}#run-{run.pk}")
+        except (lifecycle.RunActionError, SpecError) as exc:  # a clone's settings refused name each field
+            answers[run.pk] = str(exc)
     rows = perms.visible(Run.objects.all(), request.user).distinct().select_related("experiment", "team")
     state = request.GET.get("state")
     if state:
         rows = rows.filter(state=state)
-    return render(request, "runs/list.html", {"runs": rows.order_by("-created")[:200], "state": state})
+    context = {"runs": rows.order_by("-created")[:200], "state": state, "answers": answers}
+    return render(request, "runs/list.html", context, status=409 if answers else 200)
 
 
 def _criteria(run: Run) -> list[str]:
@@ -63,16 +70,23 @@ def _log_tail(run: Run) -> list[str]:
 def render_run_page(request: HttpRequest, run: Run, *, role: str | None, share: ShareLink | None) -> HttpResponse:
     """The run page for a member (`role`) or, read-only, for whoever holds the share link `share`."""
     can_edit = perms.role_allows(role, perms.EDIT)
+    # The runs it continues, drawn before its own curves; a share link shows this run's alone (it opens no other).
+    lineage = [] if share else lifecycle.lineage(run)
     config: dict[str, Any] = {
         "run": run.summary(),
         "share_token": share.token if share else None,
         "can_note": can_edit,
         "can_share": can_edit,
         "can_cancel": can_edit,
+        "can_act": can_edit,  # resume, evaluate, clone, stop: those run.actions names
         "criteria": _criteria(run),
         "log_lines": _log_tail(run),
+        "lineage": lineage,
+        "reserved_panels": panels.reserved(run.spec),
     }
-    context = {"run": run, "config": config, "share": share, "can_edit": can_edit}
+    restarts = list(run.restart_log.all())
+    context = {"run": run, "config": config, "share": share, "can_edit": can_edit, "restarts": restarts,
+               "resumed": lineage[-1] if lineage else None}  # fmt: skip
     template = "share/run.html" if share else "runs/detail.html"
     return render(request, template, context)
 
@@ -80,7 +94,7 @@ def render_run_page(request: HttpRequest, run: Run, *, role: str | None, share: 
 def render_prompts_page(request: HttpRequest, run: Run, *, share: ShareLink | None) -> HttpResponse:
     """The run's prompts view for a member or, read-only, whoever holds the share link `share`.
     Its JS lists the statistics from the API (studio.runs.prompt_stat_query) and reads them again
-    on its Refresh button and, throttled, on the websocket's `prompt_stats` events after `cursor`:
+    on its Reload button and, throttled, on the websocket's `prompt_stats` events after `cursor`:
     read before the page's first list, so no step written after that list is missed."""
     run_url = f"/share/{share.token}/" if share else f"/runs/{run.pk}/"
     config = {

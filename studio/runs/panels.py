@@ -80,3 +80,13 @@ PANELS: tuple[Panel, ...] = (
 def panel_for(key: str) -> Panel | None:
     """The first panel that claims `key`; None when none does (the page gives it its namespace's panel)."""
     return next((panel for panel in PANELS if panel.matches(key)), None)
+
+
+# Panels a run fills later than its first step, by what its settings say it reports: the run page keeps
+# their place in the grid from the start, so they do not push the other charts along when they appear.
+VALIDATION_PANELS = ("val_reward", "val_criteria", "val_pass")
+
+
+def reserved(spec: dict | None) -> list[str]:
+    """Ids of the panels the run's settings promise (a run with `validation` reports val/ curves)."""
+    return list(VALIDATION_PANELS) if isinstance(spec, dict) and spec.get("validation") else []

@@ -4,7 +4,8 @@ The trainer reports, for the prompts a step drew, each one's running totals (dra
 pass rate and its uncertainty, status) and that step's outcome (`step_passed` of `step_samples`).
 One PromptStat row per (run, prompt_id) holds the totals, replaced, and a history the step's
 outcome is appended to. A resumed run is a new Run: it starts with its source's rows as they stood
-at the checkpoint it resumes from (`inherit`), so the prompts view keeps what came before.
+at the checkpoint it resumes from (`inherit`), so the prompts view keeps what came before. A run
+restarted by itself stays the same Run, cut back to the checkpoint it resumes from (`rewind`).
 """
 
 from __future__ import annotations
@@ -106,3 +107,19 @@ def inherit(run_id: int, source_id: int, up_to_step: int) -> int:
         copies.append(copy)
     PromptStat.objects.bulk_create(copies, batch_size=500)
     return len(copies)
+
+
+def rewind(run_id: int, step: int) -> int:
+    """Cut the run's rows back to `step` (a restart resumes from its checkpoint there), as `inherit`
+    cuts a copy: history after it removed, prompts first drawn after it deleted. Returns rows changed."""
+    changed, gone = [], []
+    for row in PromptStat.objects.filter(run_id=run_id, last_step__gt=step).order_by("pk").iterator():
+        history = [entry for entry in row.history if entry[0] <= step]
+        if not history:
+            gone.append(row.pk)
+            continue
+        row.history, row.last_step = history, min(row.last_step, history[-1][0])
+        changed.append(row)
+    PromptStat.objects.filter(pk__in=gone).delete()
+    PromptStat.objects.bulk_update(changed, ["history", "last_step"], batch_size=500)
+    return len(changed) + len(gone)

@@ -28,6 +28,9 @@ class Window:
     start: float | None = None
     end: float | None = None
     points: int = DEFAULT_POINTS
+    # Steps to keep whatever the x: the part of a run that a run resumed from it continues (lifecycle.lineage).
+    step_min: int | None = None
+    step_max: int | None = None
 
     def __post_init__(self) -> None:
         if self.x not in X_COLUMNS:
@@ -36,6 +39,8 @@ class Window:
             raise ValueError(f"points must be between 1 and {MAX_POINTS}, got {self.points}")
         if self.start is not None and self.end is not None and self.start > self.end:
             raise ValueError(f"start ({self.start}) is after end ({self.end})")
+        if self.step_min is not None and self.step_max is not None and self.step_min > self.step_max:
+            raise ValueError(f"step_min ({self.step_min}) is after step_max ({self.step_max})")
 
     @property
     def column(self) -> str:
@@ -66,6 +71,10 @@ def _points(run_id: int, key: str, window: Window) -> QuerySet:
         qs = qs.filter(**{f"{window.column}__gte": window.start})
     if window.end is not None:
         qs = qs.filter(**{f"{window.column}__lte": window.end})
+    if window.step_min is not None:
+        qs = qs.filter(step__gte=window.step_min)
+    if window.step_max is not None:
+        qs = qs.filter(step__lte=window.step_max)
     return qs
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -132,6 +133,14 @@ class LiveStudio:
         finally:
             feeder.terminate()
             feeder.wait(timeout=10)
+
+    def sign_in(self, page, user: str, password: str) -> None:
+        """Sign `page` in through the login form as `user`, and wait for the home page."""
+        page.goto(f"{self.base_url}/login/")
+        page.get_by_label("Username").fill(user)
+        page.get_by_label("Password").fill(password)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(re.compile(r".*/$"))
 
     def logs(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in self.folder.glob("*.log"))

@@ -78,11 +78,7 @@ def test_an_agent_environment_is_made_tried_and_trained_with_its_turns_readable(
     errors = []
     page.on("pageerror", lambda err: errors.append(str(err)))
 
-    page.goto(f"{base}/login/")
-    page.get_by_label("Username").fill(USER)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(re.compile(r".*/$"))
+    studio.sign_in(page, USER, PASSWORD)
 
     page.goto(f"{base}/datasets/")
     page.get_by_label("Name").fill("sums")
@@ -100,7 +96,8 @@ def test_an_agent_environment_is_made_tried_and_trained_with_its_turns_readable(
     page.goto(f"{base}/environments/new/")
     page.locator("input[name=name]").fill("calculator and shout")
     page.locator("[name='config.kind']").select_option("tools")  # redraws the form with the kind's fields
-    page.wait_for_selector("[name='config.params.tools']")
+    page.wait_for_selector("[data-tools-picker]")
+    page.locator("[data-tools-json] > summary").click()  # the list as JSON, under the tools picker
     page.locator("[name='config.params.tools']").fill(json.dumps([{"kind": "abacus"}]))
     page.get_by_role("button", name="Save environment").click()
     page.wait_for_load_state()
@@ -148,5 +145,38 @@ def test_an_agent_environment_is_made_tried_and_trained_with_its_turns_readable(
     expect_conversation(page.locator(".rollout-detail"), first_messages_shown=False)  # E2's view: turns only
     page.screenshot(path=str(tmp_path / "agent-run-inspector.png"))
 
+    assert not errors, errors
+    context.close()
+
+
+MULTI_LINE_PROMPT = (
+    "# Tools\n\nYou may call these:\n<tools>\n{tools}\n</tools>\n\nFor each call, write <tool_call>{...}</tool_call>."
+)
+
+
+def test_a_multi_line_tools_prompt_and_tool_names_survive_a_save(browser, studio, files):
+    """The tools prompt is a textarea that keeps its line breaks, and "calculator" is short for the
+    tools list [{"kind": "calculator"}] (issue 27)."""
+    base = studio.base_url
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    studio.sign_in(page, USER, PASSWORD)
+
+    page.goto(f"{base}/environments/new/")
+    page.locator("input[name=name]").fill("multi-line prompt")
+    page.locator("[name='config.kind']").select_option("tools")
+    page.wait_for_selector("textarea[name='config.params.tools_prompt']")
+    assert "calculator" in page.locator("[data-field='config.params.tools'] .help").text_content()
+    page.locator("[data-tools-json] > summary").click()  # the list as JSON, under the tools picker
+    page.locator("[name='config.params.tools']").fill("calculator")
+    page.locator("[name='config.params.tools_prompt']").fill(MULTI_LINE_PROMPT)
+    page.get_by_role("button", name="Save environment").click()
+    page.wait_for_url(re.compile(r".*/environments/\d+/$"))
+    assert page.locator("[name='config.params.tools_prompt']").input_value() == MULTI_LINE_PROMPT
+    assert json.loads(page.locator("[name='config.params.tools']").input_value()) == [
+        {"kind": "calculator", "params": {}}
+    ]
     assert not errors, errors
     context.close()

@@ -39,11 +39,7 @@ def page(browser, studio):
     page = context.new_page()
     errors = []
     page.on("pageerror", lambda err: errors.append(str(err)))
-    page.goto(f"{studio.base_url}/login/")
-    page.get_by_label("Username").fill(USER)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(re.compile(r".*/$"))
+    studio.sign_in(page, USER, PASSWORD)
     yield page
     assert not errors, errors
     context.close()

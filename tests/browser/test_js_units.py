@@ -83,7 +83,7 @@ def test_fmt_keeps_the_whole_part_and_strips_only_zeros_after_the_point(tmp_path
 # Step cost inputs as the form's fields hold them (texts), across the rollout budgets.
 BASE_COST = {"prompts": "8", "group": "4", "new_tokens": "64", "prompt_tokens": "512", "dynamic": False,
              "max_rounds": "4", "passes": "1", "budget": "fixed", "budget_total": "", "min_group": "2",
-             "max_group": "32"}  # fmt: skip
+             "max_group": "32", "procs": "1", "nodes": "1"}  # fmt: skip
 COST_CASES = [
     {},
     {"dynamic": True, "passes": "2"},
@@ -91,6 +91,8 @@ COST_CASES = [
     {"budget": "knapsack", "budget_total": "1500", "min_group": "100", "max_group": "1000"},
     {"budget": "brorl", "max_group": "16"},
     {"budget": "brorl", "max_group": "2000", "dynamic": True},
+    {"procs": "3"},  # 8 prompts over 3 processes: up to 3 each
+    {"procs": "4", "nodes": "2", "prompts": "9"},
 ]
 
 
@@ -99,7 +101,8 @@ def server_cost(inputs: dict):
     from studio.experiments.layout import COST_INPUTS, StepCost
     from studio.lib.schema_form import FormField
 
-    cost = StepCost.of([FormField(name=n, label=n, widget="text", value=inputs[r]) for r, n in COST_INPUTS.items()])
+    fields = [FormField(name=n, label=n, widget="text", value=inputs[r]) for r, n in COST_INPUTS.items()]
+    cost = StepCost.of(fields, inputs.get("environment"))
     return cost and cost.shown
 
 
@@ -115,8 +118,59 @@ def test_the_step_cost_js_counts_each_rollout_budget_as_the_server_does(tmp_path
     )
     assert got == [server_cost(inputs) for inputs in cases]
     # The budgets' own rules; a budget the trainer does not know costs nothing the page could trust.
-    assert [c and c["completions"] for c in got] == ["32", "32", "32", "1,500", "128", "16,000", None]
+    assert [c and c["completions"] for c in got] == ["32", "32", "32", "1,500", "128", "16,000", "32", "36", None]
     assert got[3]["group"] == "100–1,000" and got[4]["budget"] == "brorl"
+    assert [(c["processes"], c["prompts_per_process"]) for c in got[6:8]] == [("3", "3"), ("8", "2")]
+
+
+# Episodes: trainers.spec.token_bounds caps each turn at min(max_new_tokens, max_turn_tokens).
+ENV_COST_CASES = [
+    {"new_tokens": "32", "environment": {"max_turns": 4, "max_turn_tokens": 256, "max_episode_tokens": 1024}},
+    {"environment": {"max_turns": 4, "max_turn_tokens": 48, "max_episode_tokens": 100}},
+    {"environment": {"max_turns": 1, "max_turn_tokens": 256, "max_episode_tokens": 1024}, "dynamic": True},
+]
+
+
+def test_the_step_cost_js_follows_the_token_limits_of_an_environment_as_the_server_does(tmp_path):
+    cases = [{**BASE_COST, **case} for case in ENV_COST_CASES]
+    environments = {"7": {"latest": 2, "versions": {"1": {"max_turns": 1}, "2": {"max_turns": 2}}}}
+    got = run_js(
+        tmp_path,
+        f"""
+        const {{ stepCost, chosenEnvironment }} = await import("./experiment_form.js");
+        const shown = (c) => c && Object.fromEntries(Object.entries(c).map(([k, v]) => [k, v.toLocaleString("en-US")]));
+        const environments = {json.dumps(environments)};
+        console.log(JSON.stringify({{
+          costs: {json.dumps(cases)}.map((inputs) => shown(stepCost(inputs))),
+          chosen: [["7", ""], ["7", "1"], ["7", "9"], ["", ""], ["8", ""]].map(([e, v]) => chosenEnvironment(environments, e, v)),
+        }}));
+        """,
+    )
+    assert got["costs"] == [server_cost(inputs) for inputs in cases]
+    # 8 prompts x 4 samples = 32 episodes: 4 turns of 32 (not 256) tokens; 4 turns of 48 within 100; 1 turn of 64.
+    assert [c["generated"] for c in got["costs"]] == [f"{32 * 128:,}", f"{32 * 100:,}", f"{4 * 32 * 64:,}"]
+    assert [c["trained"] for c in got["costs"]] == [f"{32 * (512 + 1024):,}", f"{32 * (512 + 100):,}",
+                                                    f"{32 * (512 + 64):,}"]  # fmt: skip
+    assert [c["turn_tokens"] for c in got["costs"]] == ["32", "48", "64"]
+    assert got["chosen"] == [{"max_turns": 2}, {"max_turns": 1}, {"max_turns": 2}, None, None]
+
+
+PARALLEL_CASES = [("1", "1", "full"), ("2", "1", "full"), ("4", "2", "hybrid"), ("", "1", "full"), ("1.5", "1", "full")]
+
+
+def test_the_parallel_summary_js_says_what_the_server_says(tmp_path):
+    from studio.experiments.layout import parallel_summary
+
+    got = run_js(
+        tmp_path,
+        f"""
+        const {{ parallelSummary }} = await import("./experiment_form.js");
+        console.log(JSON.stringify({json.dumps(PARALLEL_CASES)}.map((c) => parallelSummary(...c))));
+        """,
+    )
+    assert got == [parallel_summary(*case) for case in PARALLEL_CASES]
+    assert got[:3] == ["1 process", "2 processes on one machine, full sharding",
+                       "8 processes: 4 per node × 2 nodes (Ray), hybrid sharding"]  # fmt: skip
 
 
 # A stand-in for the elements the rollout list, its filters and the detail read: enough to construct

@@ -103,8 +103,8 @@ READS = "performance.getEntriesByType('resource').filter((e) => e.name.includes(
 
 
 def updated_past(page, step: int) -> int:
-    """Wait until the rows shown were drawn after `step` (read live); returns the header's "updated at step N"."""
-    page.wait_for_function(f"{LATEST} > {step} && /^updated at step \\d+$/.test({UPDATED})", timeout=20_000)
+    """Wait until the rows shown were drawn after `step` (read live); returns the header's "Statistics up to step N"."""
+    page.wait_for_function(f"{LATEST} > {step} && /^Statistics up to step \\d+$/.test({UPDATED})", timeout=20_000)
     return int(page.evaluate(UPDATED).split()[-1])
 
 

@@ -52,3 +52,15 @@ def run(team, alice):
 @pytest.fixture
 def rollout(run):
     return make_rollout(run, step=3, sample_index=0)
+
+
+@pytest.fixture(autouse=True)
+def fresh_channel_layer():
+    """Each test gets its own channel layer. A layer keeps receive state bound to the event loop that
+    used it (channels_redis's receive lock and count), and a test whose consumers were still receiving
+    when its loop closed leaves that state to the next test: "Lock ... is bound to a different event
+    loop" in test_share_links, once, in the PostgreSQL + Redis pass."""
+    yield
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()

@@ -24,10 +24,11 @@ def imported_after(code: str) -> set[str]:
 def test_the_web_tier_loads_every_url_and_the_asgi_app_without_torch_or_workers():
     modules = imported_after("import django; django.setup(); import studio.urls, studio.asgi")
     assert "django" in modules  # the probe really loaded the studio
-    assert not modules & {"torch", "transformers", "workers"}
+    assert not modules & {"torch", "transformers", "workers", "ray"}
 
 
 def test_the_trainer_loop_imports_no_web_stack():
     modules = imported_after("import trainers.run.loop, trainers.run.evaluate, trainers.cli")
     assert "torch" in modules
     assert not modules & {"django", "rest_framework", "channels", "celery", "studio", "workers"}
+    assert "ray" not in modules  # optional: only a run on several machines loads it (trainers.ray_cluster)

@@ -34,14 +34,16 @@ export class Api {
     });
     if (!resp.ok) {
       let detail = resp.statusText;
+      let data = null;
       try {
-        const data = await resp.json();
+        data = await resp.json();
         detail = data.detail || JSON.stringify(data);
       } catch (_) {
         /* not JSON: keep the status text */
       }
       const err = new Error(`${method} ${path}: ${resp.status} ${detail}`);
       err.status = resp.status;
+      err.data = data; // the server's answer as sent: {detail} or {field: message}
       throw err;
     }
     return resp.status === 204 ? null : resp.json();

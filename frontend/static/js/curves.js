@@ -3,7 +3,9 @@
 // The server sends each curve downsampled to about `points` buckets (mean x, mean y, and
 // the min/max of the bucket so a one-step spike still shows as a band). Live metric events
 // are appended with Plotly.extendTraces, so a chart grows in place.
-// One CurveBoard draws one run (the run page) or several overlaid (the compare page).
+// One CurveBoard draws one run (the run page) or several overlaid (the compare page). A run resumed
+// from another (its `lineage`, from the server) also shows the runs it continues, each up to the step
+// it was resumed from, as lighter lines in its keys' colours, with a dotted line at that step.
 //
 // What a live step costs: each extendTraces is a full plotly redraw of that chart (about
 // 10 ms of main thread), and the browser often shares a laptop's cores with the studio and
@@ -100,13 +102,19 @@ export class CurveBoard {
    * @param sources   [{runId, label}]: one for the run page, several on the compare page
    * @param panels    the server's panel rules (readRules().panels)
    * @param onCursor  called with the cursor of the first source's response
+   * @param lineage   one source only: the runs it continues, oldest first, each with the steps of it that
+   *                  it goes on from ({id, name, step_min, step_max}: studio.runs.lifecycle.lineage)
+   * @param reserved  ids of panels the run will fill later (its validation's): their place is kept in the
+   *                  grid from the first chart on, so the others do not move when they appear
    */
-  constructor(container, { api, sources, panels, onCursor = () => {} }) {
+  constructor(container, { api, sources, panels, onCursor = () => {}, lineage = [], reserved = [] }) {
     this.panelDefs = panelDefs(panels);
     this.container = container;
     this.api = api;
     this.sources = sources;
     this.onCursor = onCursor;
+    this.lineage = sources.length === 1 ? lineage : [];
+    this.reserved = reserved;
     this.xMode = "step";
     this.smoothing = 0;
     this.logY = false;
@@ -142,10 +150,22 @@ export class CurveBoard {
     this.abort = new AbortController();
     const params = { x: this.xMode, points: POINTS };
     if (this.range) [params.start, params.end] = this.range;
-    const fetchRun = (runId, keys) =>
-      this.api.get(`/api/runs/${runId}/metrics/`, keys ? { ...params, keys: keys.join(",") } : params, this.abort.signal);
+    const fetchRun = (runId, keys, steps = {}) =>
+      this.api.get(`/api/runs/${runId}/metrics/`, { ...params, ...steps, ...(keys ? { keys: keys.join(",") } : {}) }, this.abort.signal);
+    // The runs this one continues, each over its own steps (a run the viewer may not open is left out).
+    const ancestors = () =>
+      Promise.all(
+        this.lineage.map((a) =>
+          fetchRun(a.id, null, { step_min: a.step_min, step_max: a.step_max })
+            .then((resp) => this.ingest(a.id, resp))
+            .catch((e) => {
+              if (e.name === "AbortError") throw e;
+              console.warn(`run #${a.id}'s curves: ${e.message}`);
+            }),
+        ),
+      );
     if (this.sources.length > 1 || this.range) {
-      const responses = await Promise.all(this.sources.map((s) => fetchRun(s.runId)));
+      const [responses] = await Promise.all([Promise.all(this.sources.map((s) => fetchRun(s.runId))), ancestors()]);
       responses.forEach((resp, i) => this.ingest(this.sources[i].runId, resp));
       this.redrawAll();
       return responses[0]?.cursor ?? 0;
@@ -158,10 +178,9 @@ export class CurveBoard {
     this.onCursor(first.cursor);
     this.redrawAll();
     const rest = first.keys.filter((k) => !CurveBoard.FIRST_KEYS.includes(k));
-    if (rest.length) {
-      this.ingest(runId, await fetchRun(runId, rest));
-      this.redrawAll();
-    }
+    const [restResp] = await Promise.all([rest.length ? fetchRun(runId, rest) : null, ancestors()]);
+    if (restResp) this.ingest(runId, restResp);
+    if (restResp || this.lineage.length) this.redrawAll();
     return first.cursor;
   }
 
@@ -213,6 +232,7 @@ export class CurveBoard {
   setLog(on) {
     this.logY = on;
     for (const p of this.panels.values()) {
+      if (!p.plotted) continue; // reserved, not drawn yet
       p.flat = this.flatRange(p);
       const y = p.flat ? { "yaxis.range": p.flat } : { "yaxis.autorange": true };
       Plotly.relayout(p.chart, { "yaxis.type": on ? "log" : "linear", ...y });
@@ -222,8 +242,19 @@ export class CurveBoard {
   async setXMode(mode) {
     this.xMode = mode;
     this.range = null;
+    await this.reload();
+  }
+
+  // Everything read again from the server: the run was rewound (a restart from a checkpoint), so
+  // points drawn after its step are gone and will be reported again.
+  async reload() {
     this.data.clear();
-    await this.load();
+    return this.load();
+  }
+
+  panelOrder(id) {
+    const i = this.panelDefs.findIndex((p) => p.id === id);
+    return i < 0 ? this.panelDefs.length : i;
   }
 
   groups() {
@@ -233,11 +264,31 @@ export class CurveBoard {
       if (!groups.has(def.id)) groups.set(def.id, { def, keys: [] });
       groups.get(def.id).keys.push(key);
     }
-    const order = (id) => {
-      const i = this.panelDefs.findIndex((p) => p.id === id);
-      return i < 0 ? this.panelDefs.length : i;
-    };
+    const order = (id) => this.panelOrder(id);
     return [...groups.values()].sort((a, b) => order(a.def.id) - order(b.def.id) || a.def.id.localeCompare(b.def.id));
+  }
+
+  // The panels in the grid in their order, reserved ones (no points yet) included: a panel made later
+  // goes to its place, not to the end.
+  placePanels(groups) {
+    const ids = groups.map((g) => g.def.id);
+    for (const id of this.reserved) {
+      const def = this.panelDefs.find((p) => p.id === id);
+      if (!def || ids.includes(id)) continue;
+      const entry = this.panelElement(def);
+      if (!entry.plotted && !entry.chart.querySelector(".chart-waiting")) {
+        entry.chart.innerHTML = '<div class="chart-waiting muted">No points yet: they come with the run\'s first validation.</div>';
+      }
+      ids.push(id);
+    }
+    ids.sort((a, b) => this.panelOrder(a) - this.panelOrder(b) || a.localeCompare(b));
+    let cursor = this.container.firstElementChild;
+    for (const id of ids) {
+      const el = this.panels.get(id)?.el;
+      if (!el) continue;
+      if (el === cursor) cursor = cursor.nextElementSibling;
+      else this.container.insertBefore(el, cursor);
+    }
   }
 
   panelElement(def) {
@@ -248,7 +299,7 @@ export class CurveBoard {
     el.dataset.panel = def.id;
     el.innerHTML = `<header><h3>${esc(def.title)}</h3><span class="latest"></span></header><div class="chart"></div>`;
     this.container.appendChild(el);
-    entry = { def, el, chart: el.querySelector(".chart"), keys: [], slots: [], visible: true, stale: false, sparse: false };
+    entry = { def, el, chart: el.querySelector(".chart"), keys: [], slots: [], visible: true, stale: false, sparse: false, plotted: false };
     this.panels.set(def.id, entry);
     this.observer?.observe(el);
     const chart = entry.chart;
@@ -282,6 +333,7 @@ export class CurveBoard {
       line: { color, width: 1.8, dash: ["solid", "dot", "dash", "dashdot"][dashIndex % 4] },
       text: d.y.map((v, i) => hoverText(v, d.lo[i], d.hi[i], smooth[i])),
       hovertemplate: `${esc(name)}: %{text}<extra></extra>`,
+      ...(this.lineage.length ? { legendgroup: key } : {}), // its legend entry shows and hides the earlier runs' line too
       ...(stacked ? { stackgroup: "time", line: { color, width: 1 } } : {}),
     };
     if (stacked || !d.lo.some((lo, i) => lo !== d.hi[i])) return { ema, sparse, bands: [], line };
@@ -328,6 +380,7 @@ export class CurveBoard {
     panel.sparse = false;
     const traces = [];
     const overlay = this.sources.length > 1;
+    if (!overlay) keys.forEach((key, i) => traces.push(...this.lineageTraces(key, i, def.stacked)));
     this.sources.forEach((source, s) => {
       keys.forEach((key, i) => {
         // one run: a colour per key; several runs: a colour per run, a dash per key
@@ -339,7 +392,10 @@ export class CurveBoard {
       });
     });
     const layout = this.layout(panel);
+    if (!overlay) Object.assign(layout, this.resumeMarks(keys));
     panel.flat = layout.yaxis.range || null;
+    panel.chart.querySelector(".chart-waiting")?.remove();
+    panel.plotted = true;
     Plotly.react(panel.chart, traces, layout, {
       responsive: true,
       displaylogo: false,
@@ -347,6 +403,58 @@ export class CurveBoard {
     });
     panel.bind();
     this.showLatest(panel);
+  }
+
+  // The lines of `key` in the runs this one continues: lighter, in the key's colour, hovered by run.
+  lineageTraces(key, colorIndex, stacked = false) {
+    const colors = chartColors();
+    const color = colors.series[colorIndex % colors.series.length];
+    const traces = [];
+    for (const a of this.lineage) {
+      const d = this.data.get(`${a.id}|${key}`);
+      if (!d || !d.x.length) continue;
+      const ema = new Ema(this.smoothing);
+      const smooth = d.y.map((v) => ema.push(v));
+      const name = `run #${a.id} · ${key}`;
+      traces.push({
+        x: d.x.map((v) => toAxis(v, this.xMode)),
+        y: smooth,
+        name,
+        legendgroup: key,
+        showlegend: false,
+        mode: d.x.length < MIN_LINE_POINTS ? "markers" : "lines",
+        marker: { color: withAlpha(color, 0.45), size: 6 },
+        line: { color: withAlpha(color, 0.45), width: 1.6 },
+        text: d.y.map((v, i) => hoverText(v, d.lo[i], d.hi[i], smooth[i])),
+        hovertemplate: `${esc(name)}: %{text}<extra></extra>`,
+        meta: { resumedFrom: a.id },
+        ...(stacked ? { stackgroup: `run-${a.id}`, fillcolor: withAlpha(color, 0.12) } : {}),
+      });
+    }
+    return traces;
+  }
+
+  // A dotted line where the run (or a run it continues) went on from the one before, with its words.
+  resumeMarks(keys) {
+    const c = chartColors();
+    const shapes = [];
+    const annotations = [];
+    for (const a of this.lineage) {
+      let x = a.step_max;
+      if (this.xMode === "time") {
+        // the wall time of its last point drawn: where the next run took over
+        const lasts = keys.map((k) => this.data.get(`${a.id}|${k}`)?.x.at(-1)).filter((v) => v !== undefined);
+        if (!lasts.length) continue;
+        x = Math.max(...lasts);
+      }
+      const at = toAxis(x, this.xMode);
+      shapes.push({ type: "line", xref: "x", yref: "paper", x0: at, x1: at, y0: 0, y1: 1, line: { color: c.muted, width: 1, dash: "dot" } });
+      annotations.push({
+        x: at, xref: "x", y: 1, yref: "paper", xanchor: "left", yanchor: "top", showarrow: false,
+        text: esc(`resumed from run #${a.id} at step ${a.step_max}`), font: { size: 10, color: c.muted },
+      });
+    }
+    return shapes.length ? { shapes, annotations } : {};
   }
 
   redrawAll() {
@@ -361,6 +469,7 @@ export class CurveBoard {
       empty.remove();
     }
     for (const { def, keys } of groups) this.drawPanel(def, keys);
+    if (groups.length) this.placePanels(groups);
   }
 
   showLatest(panel) {
@@ -506,7 +615,8 @@ export class CurveBoard {
     // Zoom one chart, zoom them all; then fetch the detail of the new window.
     this.syncing = true;
     const update = range ? { "xaxis.range": range, "xaxis.autorange": false } : { "xaxis.autorange": true };
-    Promise.all([...this.panels.values()].map((p) => Plotly.relayout(p.chart, update))).finally(() => {
+    const drawn = [...this.panels.values()].filter((p) => p.plotted);
+    Promise.all(drawn.map((p) => Plotly.relayout(p.chart, update))).finally(() => {
       this.syncing = false;
     });
     clearTimeout(this.zoomTimer);

@@ -33,11 +33,24 @@ function sortKeys(value) {
   return value;
 }
 
+// How long a rollout may be, in tokens: trainers.spec.token_bounds's rule (tests/browser/test_js_units.py
+// checks the two agree). Without an environment one turn of max_new_tokens; in one, turns of at most
+// min(max_new_tokens, max_turn_tokens), the episode holding at most max_episode_tokens after the prompt.
+export function tokenBounds(maxNewTokens, environment) {
+  if (!environment) return { turn: maxNewTokens, sampled: maxNewTokens, afterPrompt: maxNewTokens };
+  const turn = Math.min(maxNewTokens, environment.max_turn_tokens);
+  const sampled = Math.min(environment.max_turns * turn, environment.max_episode_tokens);
+  const afterPrompt = environment.max_turns === 1 ? sampled : Math.max(sampled, environment.max_episode_tokens);
+  return { turn, sampled, afterPrompt };
+}
+
 // Upper bounds of one step, as studio.experiments.layout.StepCost computes them; null while an
 // input is not a whole number or the budget is unknown. `inputs` holds the texts of the fields named
-// in rules.cost_inputs (`dynamic` a boolean, `budget` a name, `budget_total` possibly empty).
+// in rules.cost_inputs (`dynamic` a boolean, `budget` a name, `budget_total` possibly empty), and
+// `environment` the chosen environment's episode limits (none: one turn per prompt).
 export function stepCost(inputs) {
-  const names = ["prompts", "group", "new_tokens", "prompt_tokens", "max_rounds", "passes", "min_group", "max_group"];
+  const names = ["prompts", "group", "new_tokens", "prompt_tokens", "max_rounds", "passes", "min_group", "max_group",
+    "procs", "nodes"];
   const n = {};
   for (const name of names) {
     const text = String(inputs[name] ?? "").trim();
@@ -52,18 +65,41 @@ export function stepCost(inputs) {
   if (completions === null) return null;
   const rounds = inputs.dynamic ? n.max_rounds : 1;
   const local = (x) => x.toLocaleString("en-US");
+  const processes = n.procs * n.nodes;
   // Samples per prompt: knapsack's range, else the one group size (StepCost.samples).
   const samples = budget === "knapsack" ? `${local(n.min_group)}–${local(n.max_group)}` : local(budget === "brorl" ? n.max_group : n.group);
+  const environment = inputs.environment || null;
+  const tokens = tokenBounds(n.new_tokens, environment);
   return {
     prompts: n.prompts,
     group: samples,
     completions,
     budget,
-    generated: rounds * completions * n.new_tokens,
-    trained: completions * (n.prompt_tokens + n.new_tokens),
+    generated: rounds * completions * tokens.sampled,
+    trained: completions * (n.prompt_tokens + tokens.afterPrompt),
+    // The episode's part of the line ("" without an environment: the part is hidden).
+    turns: environment ? environment.max_turns : "",
+    turn_tokens: environment ? tokens.turn : "",
+    episode_tokens: environment ? environment.max_episode_tokens : "",
     rounds,
     passes: n.passes,
+    processes,
+    // Each process takes every processes-th prompt of the step (StepCost.prompts_per_process).
+    prompts_per_process: Math.ceil(n.prompts / processes),
   };
+}
+
+// The parallel group's values in a phrase, as studio.experiments.layout.parallel_summary says them;
+// "" while a count is not a whole number.
+export function parallelSummary(procsText, nodesText, sharding) {
+  const procs = Number(String(procsText ?? "").trim());
+  const nodes = Number(String(nodesText ?? "").trim());
+  if (!String(procsText ?? "").trim() || !String(nodesText ?? "").trim()) return "";
+  if (!Number.isInteger(procs) || !Number.isInteger(nodes)) return "";
+  const total = procs * nodes;
+  if (total === 1) return "1 process";
+  const where = nodes === 1 ? " on one machine" : `: ${procs} per node × ${nodes} nodes (Ray)`;
+  return `${total} processes${where}, ${sharding} sharding`;
 }
 
 // Rollouts one round of a step samples under the curriculum's budget: trainers.spec.step_rollouts's
@@ -77,6 +113,27 @@ export function stepRollouts(budget, prompts, groupSize, rolloutsPerStep, maxGro
 
 function control(field) {
   return field.querySelector("input, select, textarea");
+}
+
+// The episode limits of the environment (and version) the form names, from rules.environments; null
+// for none (one turn per prompt).
+export function chosenEnvironment(environments, environmentId, versionText) {
+  const entry = environments?.[String(environmentId ?? "").trim()];
+  if (!entry) return null;
+  const version = String(versionText ?? "").trim() || String(entry.latest);
+  return entry.versions[version] || entry.versions[String(entry.latest)] || null;
+}
+
+// After a save the server refused: the first error in view, its section open, its input focused.
+export function showFirstError(form) {
+  const first = form.querySelector(".field.has-error, [data-meta-error]") || form.querySelector("[data-form-errors]");
+  if (!first) return null;
+  const section = first.closest("details");
+  if (section) section.open = true;
+  first.scrollIntoView({ block: "center" });
+  const input = first.matches("[data-form-errors]") ? null : first.querySelector("input:not([type=hidden]), select, textarea");
+  if (input) input.focus({ preventScroll: true });
+  return first;
 }
 
 function valueOf(field) {
@@ -131,6 +188,9 @@ export function initExperimentForm(form, rules) {
       const field = fields.get(name);
       inputs[role] = role === "dynamic" ? Boolean(field && control(field).checked) : field ? valueOf(field) : "";
     }
+    const environment = form.querySelector('[name="environment"]');
+    const version = form.querySelector('[name="environment_version"]');
+    inputs.environment = chosenEnvironment(rules.environments, environment?.value, version?.value);
     const cost = stepCost(inputs);
     const line = form.querySelector("[data-step-cost]");
     for (const span of line.querySelectorAll("[data-cost]")) {
@@ -139,6 +199,17 @@ export function initExperimentForm(form, rules) {
     line.querySelector("[data-cost-part=rounds]").hidden = !cost || cost.rounds === 1;
     line.querySelector("[data-cost-part=passes]").hidden = !cost || cost.passes === 1;
     line.querySelector("[data-cost-part=budget]").hidden = !cost || cost.budget === "fixed";
+    line.querySelector("[data-cost-part=processes]").hidden = !cost || cost.processes === 1;
+    line.querySelector("[data-cost-part=episode]").hidden = !cost || cost.turns === "";
+    showParallel();
+  }
+
+  function showParallel() {
+    const summary = form.querySelector('[data-group="parallel"] [data-group-summary]');
+    if (!summary) return;
+    const text = (role) => (fields.has(rules.parallel_inputs[role]) ? valueOf(fields.get(rules.parallel_inputs[role])) : "");
+    summary.textContent = parallelSummary(text("procs"), text("nodes"), text("sharding"));
+    summary.hidden = !summary.textContent;
   }
 
   // The settings the preset sets go to its section, in schema order; the rest back home.
@@ -177,6 +248,7 @@ export function initExperimentForm(form, rules) {
 
   presetSelect.addEventListener("change", () => choosePreset(presetSelect.value));
   const edited = (event) => {
+    if (["environment", "environment_version"].includes(event.target.name)) showCost();
     const field = event.target.closest("[data-field]");
     if (!field) return;
     mark(field);
@@ -186,4 +258,5 @@ export function initExperimentForm(form, rules) {
   form.addEventListener("input", edited);
   form.addEventListener("change", edited);
   showCost();
+  showFirstError(form);
 }

@@ -1,6 +1,6 @@
 // The prompts view of a run (/runs/<id>/prompts/, /share/<token>/prompts/): the run's per-prompt
 // statistics from /api/runs/<id>/prompts/, sorted and filtered by status on the server, in keyset
-// pages. Read on load and on Refresh, and again when the run's websocket says a step's statistics
+// pages. Read on load and on Reload, and again when the run's websocket says a step's statistics
 // were written (a `prompt_stats` event), at most once per REFRESH_MS: a table re-sorted under the
 // reader's eyes at every step would be hard to read. Each row links to its rollouts over time in
 // the run page's inspector.
@@ -182,7 +182,7 @@ export class Throttle {
 }
 
 // Follows the run's stream for the table: each step whose statistics were written re-reads it
-// (throttled), and the header says which step the table now shows.
+// (throttled), and the header says up to which step the table's statistics go ("Statistics up to step 58").
 export class LiveTable {
   constructor(table, { run, updated, step }) {
     this.table = table;
@@ -204,7 +204,7 @@ export class LiveTable {
         this.throttle.poke(); // busy, or a read the reader asked for overtook it: try again
         return;
       }
-      this.el.updated.textContent = `updated at step ${step}`;
+      this.el.updated.textContent = `Statistics up to step ${step}`;
       this.run.last_step = Math.max(this.run.last_step ?? 0, step);
       this.el.step.textContent = `${this.run.last_step}${this.run.total_steps ? ` / ${this.run.total_steps}` : ""}`;
     } catch (err) {

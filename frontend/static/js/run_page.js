@@ -7,26 +7,56 @@ import { StepClock } from "./eta.js";
 import { NotesClient } from "./notes.js";
 import { RolloutDetail } from "./rollout_detail.js";
 import { RolloutList } from "./rollout_list.js";
+import { RunActions } from "./run_actions.js";
 import { SharePanel } from "./share.js";
 import { initTheme } from "./theme.js";
 import { RunSocket, showLiveState } from "./ws.js";
 
 const LOG_LINES = 300;
-const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+const TERMINAL = new Set(["succeeded", "failed", "cancelled", "interrupted"]);
+
+// A finished run's socket stays open (notes added later still arrive), but nothing runs: its mark says so.
+const FINISHED_TITLE = "The run has ended; the page still shows what is added to it (notes).";
 
 class Progress {
   constructor(run) {
     this.run = run;
     this.clock = new StepClock();
+    this.socketState = "connecting";
     this.el = {
       state: document.querySelector("[data-run-state]"),
       step: document.querySelector("[data-run-step]"),
       bar: document.querySelector("[data-run-progress]"),
+      etaBox: document.querySelector("[data-run-eta-box]"),
+      etaLabel: document.querySelector("[data-run-eta-label]"),
       eta: document.querySelector("[data-run-eta]"),
       live: document.querySelector("[data-live-state]"),
       detail: document.querySelector("[data-run-detail]"),
+      placement: document.querySelector("[data-run-placement]"),
+      scoring: document.querySelector("[data-scoring-failed]"),
     };
     this.update({});
+  }
+
+  // The websocket's state: "live" reads "finished" once the run has ended.
+  socket(state) {
+    this.socketState = state;
+    this.renderLive();
+  }
+
+  renderLive() {
+    const finished = this.socketState === "live" && TERMINAL.has(this.run.state);
+    const shown = finished ? "finished" : this.socketState;
+    if (this.el.live.textContent === shown) return; // render runs every step: write only a change
+    showLiveState(this.el.live, shown);
+    this.el.live.title = finished ? FINISHED_TITLE : "";
+  }
+
+  // Seconds from its start to its end, for a finished run that started; else null.
+  took() {
+    const { started, finished } = this.run;
+    if (!started || !finished) return null;
+    return Math.max(0, (Date.parse(finished) - Date.parse(started)) / 1000);
   }
 
   update(fields) {
@@ -55,9 +85,29 @@ class Progress {
     this.el.step.textContent = `${step ?? 0}${total ? ` / ${total}` : ""}`;
     const pct = total ? Math.min(100, (100 * (step ?? 0)) / total) : 0;
     this.el.bar.style.transform = `scaleX(${(state === "succeeded" ? 100 : pct) / 100})`;
+    // A finished run shows how long it ran (none when it never started), a live one its ETA.
+    const finished = TERMINAL.has(state);
+    const took = finished ? this.took() : null;
     const eta = this.eta();
-    this.el.eta.textContent = TERMINAL.has(state) ? "done" : eta === null ? "–" : duration(eta);
-    if (this.run.error) this.el.detail.textContent = this.run.error;
+    if (this.el.etaLabel.textContent !== (finished ? "took" : "ETA")) this.el.etaLabel.textContent = finished ? "took" : "ETA";
+    this.el.eta.textContent = finished ? (took === null ? "–" : duration(took)) : eta === null ? "–" : duration(eta);
+    this.el.etaBox.hidden = finished && took === null;
+    this.el.etaBox.title = finished && took !== null ? "From its start to its end" : "";
+    this.renderScoring();
+    this.renderLive();
+    // A failure's error, or what a queued run waits for (free GPUs); where a started run runs.
+    this.el.detail.textContent = this.run.error || (state === "queued" ? this.run.waiting_for || "" : "");
+    this.el.placement.textContent = this.run.placement || "";
+    this.el.placement.hidden = !this.run.placement;
+  }
+
+  // "scoring failed": criteria that raised on (nearly) every rollout, as the studio tallied when the run ended.
+  renderScoring() {
+    const failed = this.run.scoring_failed || [];
+    const text = ["scoring failed", ...failed.map((f) => `${f.criterion} ${f.failed}/${f.rollouts}`)].join(" · ");
+    if (this.el.scoring.hidden === !failed.length && this.el.scoring.textContent === text) return;
+    this.el.scoring.hidden = !failed.length;
+    this.el.scoring.textContent = text;
   }
 }
 
@@ -111,20 +161,35 @@ function bindCurveControls(board) {
   }
 }
 
-function bindCancel(api, runId, progress) {
-  const button = document.querySelector("[data-cancel-run]");
-  if (!button) return;
-  const sync = () => {
-    button.hidden = TERMINAL.has(progress.run.state);
-  };
-  sync();
-  button.addEventListener("click", async () => {
-    if (!window.confirm("Stop this run? It saves a checkpoint and ends.")) return;
-    button.disabled = true;
-    await api.post(`/api/runs/${runId}/cancel/`, {});
-    button.textContent = "Stopping…";
+// The run's actions for an editor (none on a share link): offered as the server's `actions` say, read
+// again when its state changes or it saves a checkpoint (evaluate and resume need one).
+function bindActions(api, runId, progress, canAct) {
+  if (!canAct) return {};
+  const show = () => actions.show(progress.run.actions);
+  const actions = new RunActions(document, {
+    api,
+    runId,
+    onStopped: (run) => {
+      progress.update({ state: run.state, cancel_requested: run.cancel_requested, actions: run.actions });
+      show(); // asked once: no second Stop
+    },
   });
-  return sync;
+  show();
+  let timer = null;
+  const reread = () => {
+    clearTimeout(timer);
+    timer = setTimeout(async () => {
+      try {
+        const run = await api.get(`/api/runs/${runId}/`);
+        const { state, actions: offered, scoring_failed, started, finished, cancel_requested } = run;
+        progress.update({ state, actions: offered, scoring_failed, started, finished, cancel_requested });
+        show();
+      } catch (err) {
+        console.warn(`could not read the run's actions again: ${err.message}`);
+      }
+    }, 300);
+  };
+  return { show, reread };
 }
 
 async function main() {
@@ -135,12 +200,14 @@ async function main() {
   const api = new Api({ shareToken: config.share_token });
   const progress = new Progress({ ...config.run });
   const logs = new LogTail(document.querySelector("[data-log-tail]"), config.log_lines || []);
-  const syncCancel = bindCancel(api, runId, progress);
+  const actions = bindActions(api, runId, progress, config.can_act);
 
   const board = new CurveBoard(document.querySelector("[data-curves]"), {
     api,
     sources: [{ runId, label: config.run.name }],
     panels: rules.panels,
+    lineage: config.lineage || [],
+    reserved: config.reserved_panels || [],
   });
   bindCurveControls(board);
 
@@ -173,15 +240,14 @@ async function main() {
   progress.clock.seed(board.recentPoints("timing/step_s"));
   progress.render();
 
-  const liveState = document.querySelector("[data-live-state]");
   const socket = new RunSocket({
     runId,
     cursor,
     shareToken: config.share_token,
-    onState: (s) => showLiveState(liveState, s),
+    onState: (s) => progress.socket(s),
     onHello: (hello) => {
       progress.update(hello.run || {});
-      syncCancel?.();
+      actions.show?.();
       notes.refresh(); // note hints are not replayed: catch up on any sent while not connected
     },
     onClosed: (code) => {
@@ -197,13 +263,26 @@ async function main() {
       } else if (ev.kind === "rollouts") {
         rollouts.onLive(ev.data.items);
       } else if (ev.kind === "status") {
-        progress.update({ state: ev.data.state, error: ev.data.state === "failed" ? ev.data.detail : progress.run.error });
-        syncCancel?.();
+        if (ev.data.restarted_from_step !== undefined) restarted(ev, { board, rollouts, progress });
+        const state = ev.data.state;
+        const at = new Date(ev.time * 1000).toISOString();
+        progress.update({
+          state,
+          error: state === "failed" ? ev.data.detail : progress.run.error,
+          waiting_for: state === "queued" ? ev.data.detail : "",
+          placement: ev.data.placement ?? progress.run.placement,
+          // until the run is read again: its start and end as this event saw them
+          started: state === "queued" ? null : progress.run.started || (state === "running" ? at : null),
+          finished: TERMINAL.has(state) ? progress.run.finished || at : null,
+          scoring_failed: ev.data.scoring_failed ?? (TERMINAL.has(state) ? progress.run.scoring_failed : []),
+        });
+        actions.reread?.();
         logs.push(`[${ev.data.state}] ${ev.data.detail || ""}`.trim());
       } else if (ev.kind === "log") {
         logs.push(ev.data.line);
       } else if (ev.kind === "checkpoint") {
         logs.push(`checkpoint saved: ${ev.data.path}`);
+        actions.reread?.(); // a checkpoint makes it one to evaluate (and, once ended, to resume)
       } else if (ev.kind === "warning") {
         showWarning(ev.data.message);
       } else if (ev.kind === "notes") {
@@ -212,8 +291,22 @@ async function main() {
     },
   });
   socket.connect();
-  window.studioRunPage = { board, rollouts, rolloutDetail, notes, socket, progress, logs }; // for the browser test and the console
+  window.studioRunPage = { board, rollouts, rolloutDetail, notes, socket, progress, logs, actions }; // for the browser test and the console
   document.body.dataset.ready = "1";
+}
+
+// The studio restarted the run from a checkpoint: what it reported after that step was removed and
+// is reported again, so the curves and the rollout list are read again, and the restart is listed.
+function restarted(ev, { board, rollouts, progress }) {
+  progress.run.last_step = ev.data.restarted_from_step;
+  board.reload().catch((e) => e.name !== "AbortError" && console.error(e));
+  rollouts.reload();
+  const box = document.querySelector("[data-run-restarts]");
+  const item = document.createElement("li");
+  item.textContent = `${new Date(ev.time * 1000).toLocaleString()} · ${ev.data.detail}`;
+  box.querySelector("[data-restart-list]").append(item);
+  box.querySelector("[data-restart-count]").textContent = String(ev.data.restarts);
+  box.hidden = false;
 }
 
 // The trainer's latest warning (a criterion failing on most rollouts, prompts cut): a banner under the header.

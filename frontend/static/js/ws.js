@@ -34,6 +34,7 @@ export class RunSocket {
     socket.addEventListener("close", (ev) => {
       if (this.socket !== socket) return;
       // 4403/4404: not allowed (revoked share link, removed from the team): do not retry.
+      // Any other close (4503: the server lost its channel layer, Redis) reconnects from the cursor.
       if (ev.code === 4403 || ev.code === 4404 || this.stopped) {
         this.onState("closed");
         this.onClosed(ev.code);
@@ -66,7 +67,8 @@ export class RunSocket {
   }
 }
 
-// The page's "connecting / live / reconnecting / closed" mark (its `.live-<state>` colours).
+// The page's "connecting / live / reconnecting / closed" mark (its `.live-<state>` colours); the run
+// page shows "finished" for a live socket of a run that has ended.
 export function showLiveState(el, state) {
   el.textContent = state;
   el.className = `live live-${state}`;

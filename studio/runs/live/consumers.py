@@ -10,23 +10,44 @@ seq exactly once and in order.
 
 Messages without a seq are hints, not stored events: `notes` (a note was added or
 deleted: re-read them).
+
+The channel layer (Redis) may go away while the socket is open, and come back empty (an embedded
+Redis keeps nothing across a restart), its group memberships gone. A layer that fails (connection
+refused, reset, timed out) closes the socket with CLOSE_LAYER_LOST, so the page reconnects from its
+cursor and reads what it missed from the database once Redis answers. Memberships lost without a failure this
+socket sees (Redis restarted between two of its reads, a failover, channels_redis' group expiry on a
+page open for a day) would leave it open and deaf: every LIVE_REJOIN_S it joins its groups again and
+reads what it missed, between its other messages, so nothing is missed or sent twice.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from typing import Any
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from studio.runs.access import viewable_run
 from studio.runs.events import group_name
 from studio.runs.live.groups import user_group
 from studio.runs.models import RunEvent
 
+log = logging.getLogger(__name__)
+
 REPLAY_BATCH = 500
 CLOSE_DENIED = 4403
+# The live stream's broker is away: the page reconnects (ws.js retries every code but 4403/4404).
+# Not 1011: autobahn lets a server send only 1000 or 3000-4999.
+CLOSE_LAYER_LOST = 4503
+# What a channel layer that cannot reach its Redis raises (channels_redis, through redis-py).
+LAYER_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError, asyncio.TimeoutError)
 
 
 @database_sync_to_async
@@ -42,6 +63,21 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
     cursor: int = 0
     share_token: str | None = None
     joined: tuple[str, ...] = ()
+    rejoining: asyncio.Task | None = None
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except LAYER_ERRORS as exc:
+            # Without this, channels ends the consumer just the same and daphne drops the socket
+            # (1011), after a traceback per open socket; one line says it, and the close is ours.
+            log.warning("run %s: live socket closed, the channel layer failed (%s: %s); the page reconnects",
+                        getattr(self, "run_id", "?"), type(exc).__name__, exc)  # fmt: skip
+            with contextlib.suppress(Exception):  # before accept this refuses the handshake: retried as well
+                await send({"type": "websocket.close", "code": CLOSE_LAYER_LOST})
+        finally:
+            if self.rejoining is not None:
+                self.rejoining.cancel()
 
     async def connect(self) -> None:
         query = parse_qs(self.scope.get("query_string", b"").decode())
@@ -58,11 +94,33 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             await self._deny()
             return
         self.cursor = _parse_cursor(query)
-        await self.send_json({"kind": "hello", "run": run.summary(), "cursor": run.last_seq})
+        summary = await database_sync_to_async(run.summary)()  # its actions read the run's checkpoints
+        await self.send_json({"kind": "hello", "run": summary, "cursor": run.last_seq})
         await self._replay()
+        self.rejoining = asyncio.create_task(self._ask_to_rejoin(settings.LIVE_REJOIN_S))
 
     async def disconnect(self, code: int) -> None:
         await self._leave()
+
+    async def live_rejoin(self, message: dict[str, Any]) -> None:
+        """Join this socket's groups again (a no-op while they hold it), then send what the run
+        recorded after the cursor: what was published while a lost membership kept it away."""
+        if not self.joined:  # denied, or leaving
+            return
+        for group in self.joined:
+            await self.channel_layer.group_add(group, self.channel_name)
+        await self._replay()
+
+    async def _ask_to_rejoin(self, every_s: float) -> None:
+        """Every `every_s`, a `live.rejoin` message to this consumer's own channel: the rejoin runs
+        between its other messages, never during one. A send that fails is not acted on here: the
+        layer's failure reaches the consumer's receive too, which closes the socket."""
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                await self.channel_layer.send(self.channel_name, {"type": "live.rejoin"})
+            except LAYER_ERRORS:
+                continue
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if isinstance(content, dict) and content.get("kind") == "ping":
@@ -105,9 +163,13 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         self.joined += groups
 
     async def _leave(self) -> None:
+        if self.rejoining is not None:
+            self.rejoining.cancel()
         groups, self.joined = self.joined, ()
         for group in groups:
-            await self.channel_layer.group_discard(group, self.channel_name)
+            # Best effort: a layer that is away has lost the membership or expires it.
+            with contextlib.suppress(*LAYER_ERRORS):
+                await self.channel_layer.group_discard(group, self.channel_name)
 
     async def _replay(self, upto: int | None = None) -> None:
         while True:

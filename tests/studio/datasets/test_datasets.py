@@ -91,7 +91,9 @@ class DatasetsTest(StudioTestCase):
         self.experiment.save()
         response = self.client_for(self.bob).post(f"/api/experiments/{self.experiment.pk}/launch/")
         self.assertEqual(response.status_code, 400)
-        self.assertIn("dataset has 2 errors", response.json()["dataset"])
+        self.assertTrue(response.json()["dataset"].startswith("no row can be used: 2 of 2 rows invalid in 'mis.jsonl' "
+                                                              "(row 1, field 'question': missing;"))  # fmt: skip
+        self.assertIn("change the dataset's field mapping", response.json()["dataset"])  # it is the mapping
 
     def test_fixing_the_mapping_rechecks_every_row(self):
         dataset = self.make_dataset(ROWS, name="fix.jsonl", prompt_field="question")

@@ -29,6 +29,9 @@ TRY_IT = """
 import json, sys, django
 django.setup()
 from studio.environments.trying import TryError, try_environment
+from tests.passes import first_pass_only
+
+pytestmark = first_pass_only
 config, model = json.loads(sys.argv[1]), {"model_path": sys.argv[2], "checkpoint": None}
 try:
     print(json.dumps(try_environment(config, model, [{"prompt": "What is 6*7?", "answer": "42"}], 2, timeout_s=120)))

@@ -5,15 +5,33 @@ their names are the same as before: every knob is on the page, once."""
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 
-from studio.bootstrap import demo_model_path
+from studio.bootstrap import TINY_MODEL_LABEL, demo_model_path, real_model_path
 from studio.experiments import forms
 from studio.experiments.layout import BATCH_FIELDS, StepCost, preset_settings
 from studio.experiments.models import Experiment
-from tests.studio.base import StudioTestCase
+from tests.studio.base import StudioTestCase, model_folder
+from trainers.pretrained import MARKER, SMOLLM2
 
 FORM_FIELD = re.compile(r'<(?:input|select|textarea)\b[^>]*\bname="([^"]+)"')
+
+
+def known_models(page: str) -> list[tuple[str, str | None]]:
+    """(value, label or None) of each option of the page's model list."""
+    datalist = page[page.index('<datalist id="known-models">') :].split("</datalist>")[0]
+    options = re.findall(r"<option ([^>]*)>", datalist)
+    return [(re.search(r'value="([^"]*)"', o).group(1), (re.search(r'label="([^"]*)"', o) or [None, None])[1])
+            for o in options]  # fmt: skip
+
+
+def install_real_model_marker():
+    """The real model's folder as setup leaves it, as far as the studio looks (config + marker)."""
+    folder = model_folder(real_model_path())
+    (folder / MARKER).write_text(json.dumps({"package": SMOLLM2.requirement, "sha256": SMOLLM2.sha256}))
+    return folder
 
 
 def group(response, key: str):
@@ -81,16 +99,32 @@ class ExperimentFormLayoutTest(StudioTestCase):
         self.assertContains(response, '<details class="panel form-group" data-group="optim" open')
         self.assertEqual(Experiment.objects.count(), 1)
 
-    def test_the_model_field_offers_the_demo_model_and_the_models_of_experiments_one_can_see(self):
+    def test_the_model_field_offers_the_real_model_then_the_tiny_one_then_the_models_of_experiments_one_can_see(self):
         Experiment.objects.create(team=self.other_team, name="theirs", dataset=self.dataset, rubric=self.rubric,
                                   model_path="/models/not-for-bob", created_by=self.charlie)  # fmt: skip
-        demo = demo_model_path()
-        demo.mkdir(parents=True)
-        (demo / "config.json").write_text("{}")
+        demo = model_folder(demo_model_path())
         page = self.client.get("/experiments/new/").content.decode()
-        datalist = page[page.index('<datalist id="known-models">') :].split("</datalist>")[0]
-        self.assertEqual(re.findall(r'<option value="([^"]+)">', datalist), [str(demo), "/models/tiny"])
+        self.assertEqual(known_models(page), [(str(demo), TINY_MODEL_LABEL), ("/models/tiny", None)])
         self.assertIn('list="known-models"', page)
+
+        real = install_real_model_marker()  # and used by an experiment too: offered once, first
+        Experiment.objects.create(team=self.team, name="real", dataset=self.dataset, rubric=self.rubric,
+                                  model_path=str(real), created_by=self.alice)  # fmt: skip
+        page = self.client.get("/experiments/new/").content.decode()
+        self.assertEqual(known_models(page), [(str(real), SMOLLM2.describe()), (str(demo), TINY_MODEL_LABEL),
+                                              ("/models/tiny", None)])  # fmt: skip
+        self.assertIn("135 M parameters", SMOLLM2.describe())
+        environments_page = self.client.get("/environments/new/").content.decode()
+        self.assertEqual(known_models(environments_page)[0], (str(real), SMOLLM2.describe()))
+
+    def test_a_real_model_folder_without_the_pinned_conversion_is_not_offered(self):
+        folder = install_real_model_marker()
+        (folder / MARKER).write_text(json.dumps({"sha256": "0" * 64}))  # an older conversion
+        page = self.client.get("/experiments/new/").content.decode()
+        self.assertEqual(known_models(page), [("/models/tiny", None)])
+        shutil.rmtree(folder)
+        folder.mkdir()  # an interrupted one: no marker at all
+        self.assertEqual(known_models(self.client.get("/experiments/new/").content.decode()), [("/models/tiny", None)])
 
     def test_the_step_cost_is_shown_beside_the_batch_settings(self):
         response = self.client.get("/experiments/new/")
@@ -190,3 +224,55 @@ class ValidationSectionTest(StudioTestCase):
         self.assertEqual(response.status_code, 200)
         self.assertIn("not both", field(response, "validation.holdout_fraction").error)
         self.assertTrue(group(response, "validation").has_error)
+
+
+class ParallelSectionTest(StudioTestCase):
+    """The run's processes (one per GPU), nodes and sharding: a collapsed section after Optimisation whose
+    summary says what they come to, and the step cost says how the prompts are split over the processes."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.client.force_login(self.bob)
+
+    def test_a_new_form_shows_the_parallel_section_collapsed_after_optimisation_saying_one_process(self):
+        response = self.client.get("/experiments/new/")
+        keys = [g.key for g in response.context["groups"]]
+        self.assertEqual(keys[keys.index("optim") + 1], "parallel")
+        parallel = group(response, "parallel")
+        self.assertTrue(parallel.collapsed)
+        self.assertEqual(
+            {f.name for f in parallel.fields},
+            {
+                f"parallel.{name}"
+                for name in (
+                    "procs_per_node",
+                    "nodes",
+                    "sharding",
+                    "mixed_precision",
+                    "cpu_offload",
+                    "activation_checkpointing",
+                )
+            },
+        )
+        self.assertEqual(parallel.summary, "1 process")
+        page = response.content.decode()
+        self.assertIn('<span class="muted" data-group-summary >1 process</span>', page)
+        self.assertIn('<span data-cost-part="processes" hidden>', page)  # one process: nothing to split
+
+    def test_several_processes_are_summarised_and_split_the_step(self):
+        self.experiment.config = {"parallel": {"procs_per_node": 4, "sharding": "replicate"}}
+        self.experiment.save()
+        response = self.client.get(f"/experiments/{self.experiment.pk}/edit/")
+        self.assertEqual(group(response, "parallel").summary, "4 processes on one machine, replicate sharding")
+        self.assertEqual(group(response, "parallel").changed, 2)
+        cost = response.context["step_cost"]
+        self.assertEqual((cost.processes, cost.prompts_per_process), (4, 2))  # 8 prompts
+        self.assertContains(response, '<b data-cost="prompts_per_process">2</b>')
+        self.assertNotContains(response, '<span data-cost-part="processes" hidden>')
+
+    def test_saving_the_form_keeps_the_processes(self):
+        body = {"team": self.team.pk, "name": "e2", "dataset": self.dataset.pk, "rubric": self.rubric.pk,
+                "model_path": "/m", "preset": "grpo", "parallel.procs_per_node": "2", "parallel.nodes": "1",
+                "parallel.sharding": "full", "parallel.mixed_precision": "off"}  # fmt: skip
+        self.client.post("/experiments/new/", body)
+        self.assertEqual(Experiment.objects.get(name="e2").spec_config()["parallel"]["procs_per_node"], 2)

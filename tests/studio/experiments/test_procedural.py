@@ -106,7 +106,8 @@ class ExperimentsWithoutADatasetTest(StudioTestCase):
         refused = self.client.post("/experiments/new/", {**form, "name": "plain"})
         self.assertEqual(refused.status_code, 200)
         self.assertIn("choose a dataset", refused.context["errors"]["dataset"])
-        self.assertContains(refused, "<b>dataset</b>: choose a dataset")
+        self.assertEqual(refused.context["placed"].meta["dataset"][:16], "choose a dataset")  # beside the Dataset field
+        self.assertContains(refused, '<label class="has-error" data-meta-error="dataset">Dataset')
         self.assertFalse(Experiment.objects.filter(name="plain").exists())
 
     def test_the_pages_say_the_prompts_are_generated(self):

@@ -137,6 +137,23 @@ async def test_a_live_event_that_skips_ahead_makes_the_consumer_fill_the_gap_fro
     await ws.disconnect()
 
 
+async def test_an_event_whose_publish_never_reached_the_socket_arrives_at_its_next_rejoin(settings):
+    """What a group membership lost with Redis's data costs (test_broker_outage.py makes that real):
+    publishes that never reach the socket. Every LIVE_REJOIN_S the consumer joins again and reads what
+    the database holds after its cursor."""
+    settings.LIVE_REJOIN_S = 0.2
+    run, tokens = await setup_run()
+    ws = await connect(run.pk, tokens["bob"])
+    await ws.receive_json_from(timeout=5)
+    await database_sync_to_async(events.append)(run.pk, [("log", None, {"line": "unheard"})])  # never published
+    [event] = await receive_events(ws, 1)
+    assert (event["seq"], event["data"]) == (1, {"line": "unheard"})
+    await record_metrics(run.pk, range(2, 3))  # live as before, and nothing twice
+    assert [e["seq"] for e in await receive_events(ws, 1)] == [2]
+    assert await ws.receive_nothing(timeout=0.6)
+    await ws.disconnect()
+
+
 async def test_outsiders_and_anonymous_users_are_closed_with_4403():
     run, tokens = await setup_run()
     for token in (tokens["charlie"], None, "not-a-token"):
