@@ -54,6 +54,9 @@ class Turn:
     state: str = ""  # the environment's state *before* this turn (GiGPO groups on it)
     answered: bool = False
     advantage: float = 0.0  # mean advantage over this turn's tokens, set when trained on
+    # The policy version (optimiser updates applied to the sampler's weights) that sampled each token; a
+    # partial rollout's tokens can come from several (trainers.run.pipeline). None: not recorded.
+    versions: list[int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The turn as a run reports it (`Rollout.turns`): text and counts, not token ids."""
@@ -105,6 +108,38 @@ class Episode:
         if any(turn.logprobs is None for turn in self.turns):
             return None
         return [lp for turn in self.turns for lp in (*turn.logprobs, *[0.0] * len(turn.observation_ids))]
+
+    @property
+    def token_versions(self) -> list[int] | None:
+        """The policy version that sampled each completion token (-1 on observation tokens), or None."""
+        if any(turn.versions is None for turn in self.turns):
+            return None
+        return [v for turn in self.turns for v in (*turn.versions, *[-1] * len(turn.observation_ids))]
+
+    def stamp_version(self, version: int) -> None:
+        """Record `version` as the sampler of every turn whose tokens carry no version yet."""
+        for turn in self.turns:
+            if turn.versions is None:
+                turn.versions = [version] * len(turn.token_ids)
+
+    @property
+    def oldest_version(self) -> int | None:
+        """The oldest policy version among the sampled tokens (None: none recorded, or nothing sampled)."""
+        versions = [v for turn in self.turns for v in turn.versions or ()]
+        return min(versions) if versions else None
+
+    def version_spans(self) -> list[list[int]] | None:
+        """The sampled tokens' versions as runs, [[version, tokens], ...] in order: [[3, 16], [4, 5]] is 16
+        tokens from version 3, then 5 from version 4 (a partial rollout continued after an update)."""
+        if any(turn.versions is None for turn in self.turns):
+            return None
+        spans: list[list[int]] = []
+        for v in (v for turn in self.turns for v in turn.versions or ()):
+            if spans and spans[-1][0] == v:
+                spans[-1][1] += 1
+            else:
+                spans.append([v, 1])
+        return spans
 
     @property
     def sampled_tokens(self) -> int:

@@ -55,6 +55,11 @@ class Rollout:
     # "train": sampled for a training step; "validation": sampled from a held-out prompt after the step
     # `step` (trainers.run.validation), never trained on.
     split: str = "train"
+    # The policy versions that sampled the completion, as runs [[version, tokens], ...] (several with
+    # partial rollouts), and its staleness: versions between its oldest token's and the weights the step
+    # trained from (0 in a synchronous run). None: not recorded (evaluation, validation).
+    policy_versions: list[list[int]] | None = None
+    staleness: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

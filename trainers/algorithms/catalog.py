@@ -26,6 +26,19 @@ POLICY_LOSSES: dict[str, str] = {
     "vanilla_pg": "Plain policy gradient: -A * log pi (no ratio, no clip).",
 }
 
+OFF_POLICY_CORRECTIONS: dict[str, str] = {
+    "decoupled": "Decoupled PPO (AReaL): each token's loss times pi_prox / pi_behav, untruncated; the clip keeps "
+    "the update near the trainer's weights, the weight corrects for the sampler's (older) ones.",
+    "tis": "Token-level truncated importance sampling: weight min(pi_prox / pi_behav, high).",
+    "seq_tis": "Sequence-level truncated importance sampling: each sequence's likelihood ratio, truncated at high.",
+    "mis": "Token-level masked importance sampling: the ratio where it is at most high, tokens above it dropped.",
+    "seq_mis": "Sequence-level masked importance sampling: the sequence's likelihood ratio where at most high, "
+    "the whole sequence dropped above it.",
+    "icepop": "IcePop: the token ratio where it lies in [low, high], tokens outside the band dropped.",
+    "seq_icepop": "IcePop's band on each sequence's geometric-mean ratio: sequences outside [low, high] dropped, "
+    "the others weighted by it.",
+}
+
 LOSS_AGG_MODES: dict[str, str] = {
     "token-mean": "Mean over every valid token of the batch (DAPO).",
     "token-sum": "Sum over every valid token of the batch: grows with the batch (verl's token-sum).",

@@ -57,6 +57,16 @@ def generate_and_score(
     timings = timings if timings is not None else {}
     episodes = run_episodes(engine, tokenizer, prompts, n, params, environment, timings, chunk=chunk)
     t0 = time.perf_counter()
+    scored = score_groups(rubric, prompts, episodes, environment)
+    timings["score"] = timings.get("score", 0.0) + time.perf_counter() - t0
+    return scored
+
+
+def score_groups(
+    rubric: Rubric, prompts: list[Prompt], episodes: list[list[Episode]], environment: EnvironmentSpec | None = None
+) -> list[ScoredGroup]:
+    """The episodes of each prompt (`episodes[i]` of `prompts[i]`) scored by the rubric in one batch (see
+    `generate_and_score`); the asynchronous pipeline scores groups so as they finish."""
     samples = [
         Sample(
             prompt=p.row.prompt,
@@ -68,7 +78,6 @@ def generate_and_score(
         for ep in group
     ]
     results = iter(rubric.score(samples))
-    timings["score"] = timings.get("score", 0.0) + time.perf_counter() - t0
     return [ScoredGroup(p, group, [next(results) for _ in group]) for p, group in zip(prompts, episodes, strict=True)]
 
 

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 import time
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +35,7 @@ from trainers.algorithms.filters import groups_with_reward_spread, overlong_loss
 from trainers.algorithms.info_gain import apply_info_gain
 from trainers.algorithms.kl import kl_penalty
 from trainers.algorithms.masked import masked_mean
-from trainers.algorithms.mismatch import logprob_gap, tis_clip_frac, tis_weights
+from trainers.algorithms.mismatch import OFF_POLICY_CORRECTIONS, logprob_gap
 from trainers.algorithms.policy_losses import POLICY_LOSSES
 from trainers.algorithms.token_rewards import token_level_rewards
 from trainers.algorithms.turns import TurnLayout
@@ -72,9 +74,10 @@ from trainers.rollout.engines.base import RolloutEngine, SamplingParams
 from trainers.rollout.engines.catalog import create_engine, engine_class
 from trainers.rollout.engines.vllm_weights import export_weights
 from trainers.rollout.environments.tool_calls import well_formed
-from trainers.rollout.generate import ScoredGroup, generate_and_score
+from trainers.rollout.generate import ScoredGroup, generate_and_score, score_groups
 from trainers.run import checkpoint, sft, validation
 from trainers.run.checkpoint import save_checkpoint
+from trainers.run.pipeline import Pipeline, Taken, async_metrics
 from trainers.run.records import episode_rollout
 from trainers.run.seeding import seed_everything
 from trainers.sharding import build_mesh, copy_weights_into, full_copy, full_tensor, shard_model
@@ -328,7 +331,15 @@ class Trainer:
         # weights and gradient reduction); a single process is not sharded and gets the same from autocast.
         alone_bf16 = self.mesh is None and spec.parallel.mixed_precision == "bf16"
         self.precision = "bfloat16" if alone_bf16 else spec.optim.precision
-        self.sampling_copy = self._shard() if self.mesh is not None else None
+        # Asynchronous rollouts (trainers.run.pipeline) sample from a copy of their own, which the trainer
+        # refreshes between the generator's requests while it trains on the policy.
+        self.asynchronous = spec.rollout.asynchronous.runs_ahead
+        self.pipeline: Pipeline[Group] | None = None  # started with the first step
+        self.pipeline_rubric: Rubric | None = None  # the scorer thread's own (criteria may keep state per thread)
+        self.data_lock = threading.RLock()  # the data position and curriculum: the generator draws too
+        self.sampling_copy = (
+            self._shard() if self.mesh is not None else full_copy(self.model) if self.asynchronous else None
+        )
         self.pad_id = self.tokenizer.pad_token_id
         if spec.data.procedural is not None:  # generated prompts at a level the run adapts (RLVE)
             self.source = ProceduralSource(spec.data, self.tokenizer, seed=spec.optim.seed)
@@ -394,11 +405,22 @@ class Trainer:
         return self.sampling_copy if self.sampling_copy is not None else self.model
 
     def _sync_sampler(self) -> None:
-        """Make the engine sample from the policy's current weights. Sharded, the weights are gathered
-        one tensor at a time into the whole copy or straight into vLLM: every process at once."""
-        if self.sampling_copy is not None:
-            copy_weights_into(self.sampling_copy, export_weights(self.model))
-        self.engine.update_weights(self.sampling_model)
+        """Make the engine sample from the policy's current weights (version `step_count`). Sharded, the
+        weights are gathered one tensor at a time into the whole copy or straight into vLLM: every process
+        at once. Asynchronous, they go in between two of the generator's requests."""
+        with self._sampler_to_itself():
+            if self.sampling_copy is not None:
+                copy_weights_into(self.sampling_copy, export_weights(self.model))
+            self.engine.update_weights(self.sampling_model)
+            if self.pipeline is not None:
+                self.pipeline.weights_updated(self.step_count)
+
+    def _sampler_to_itself(self) -> AbstractContextManager:
+        """A context holding the sampler (and the data position) away from the asynchronous generator: for
+        the weight update, validation and checkpoints. Synchronous, there is nobody to hold it from."""
+        if self.pipeline is None:
+            return nullcontext()
+        return _both(self.pipeline.gate.update(), self.data_lock)
 
     @property
     def max_completion_tokens(self) -> int:
@@ -408,10 +430,13 @@ class Trainer:
 
     @property
     def sampling(self) -> SamplingParams:
-        # Engine logprobs only matter where the sampler is not the trainer (vLLM): to measure
-        # the gap and, with tis_cap, correct for it. The transformers engine samples from the policy.
-        separate_sampler = self.spec.rollout.engine != "transformers"
-        return SamplingParams.from_spec(self.spec, logprobs=separate_sampler or self.spec.algorithm.tis_cap is not None)
+        # Engine logprobs only matter where the sampler is not the trainer (vLLM, or the asynchronous
+        # pipeline's copy, whose weights are older): to measure the gap and, with an off-policy correction,
+        # correct for it. Synchronous, the transformers engine samples from the policy itself.
+        separate_sampler = self.spec.rollout.engine != "transformers" or self.asynchronous
+        return SamplingParams.from_spec(
+            self.spec, logprobs=separate_sampler or self.spec.algorithm.off_policy is not None
+        )
 
     # ------------------------------------------------------------------ the run
 
@@ -439,7 +464,8 @@ class Trainer:
                 f"step {self.step_count}/{spec.optim.total_steps}: reward {metrics['reward/mean']:.3f}"
                 f" loss {metrics.get('actor/loss', float('nan')):.4f} ({metrics['timing/step_s']:.2f}s)"
             )
-            reporter.prompt_stats(self.step_count, self.curriculum.take_events())
+            with self.data_lock:
+                reporter.prompt_stats(self.step_count, self.curriculum.take_events())
             # Every process's rollouts, in rank order: rank 0 reports them all (collective).
             reporter.rollouts(self.step_count, gathered_lists(self.rollouts(self.last_groups), self.dist))
             if not failed:  # before the checkpoint: a run resumed from it has validated this step
@@ -460,7 +486,8 @@ class Trainer:
         """Validation after the current step when it is due (trainers.run.validation); the main process
         alone samples it, on its own random stream, and reports it."""
         if self.validator is not None and self.dist.is_main and self.validator.due(self.step_count):
-            self.validator.run(self.step_count, self.engine, self.rubric, self.tokenizer, self.reporter)
+            with self._sampler_to_itself():
+                self.validator.run(self.step_count, self.engine, self.rubric, self.tokenizer, self.reporter)
 
     def _checkpoint_due(self) -> bool:
         """Every `every_n_steps` steps, or once `every_n_minutes` have passed since the last save (or the
@@ -475,7 +502,8 @@ class Trainer:
     def _save(self, save_checkpoint, final: bool = False) -> None:
         """Every process writes its shards and its own state (trainers.run.checkpoint); rank 0 reports.
         A final checkpoint is also exported as a transformers folder."""
-        path = save_checkpoint(self, final=final)
+        with self._sampler_to_itself():  # asynchronous: the queue and the groups in flight are not saved
+            path = save_checkpoint(self, final=final)
         self.last_checkpoint = str(path)
         self.saved_at = time.monotonic()
         if self.dist.is_main:
@@ -485,6 +513,10 @@ class Trainer:
         return self.last_checkpoint is not None and Path(self.last_checkpoint).name == f"step-{self.step_count}"
 
     def close(self) -> None:
+        if self.pipeline is not None:
+            self.pipeline.close()
+        if self.pipeline_rubric is not None:
+            self.pipeline_rubric.close()
         self.engine.close()
         self.rubric.close()
         cleanup(self.dist)
@@ -500,19 +532,24 @@ class Trainer:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)  # perf/gpu_mem_peak_gb is this step's peak
 
-        kept, generated, rounds = self._collect_groups(timings)
+        if self.asynchronous:
+            kept, generated, rounds = self._take_groups(timings)
+        else:
+            kept, generated, rounds = self._collect_groups(timings)
         procedural = self._adapt_difficulty(generated)
         train_groups = kept[: self.local_prompts]
         train_started = time.perf_counter()
         metrics = self._train_on(train_groups)
         lr = self._advance_schedule()
+        self.step_count += 1  # the policy's version: updates applied
         self._sync_sampler()
-        self.step_count += 1
         self.last_groups = generated
         self.last_trained = {id(grp) for grp in train_groups}
 
         timings["step"] = time.perf_counter() - started
         timings["train"] = time.perf_counter() - train_started
+        if self.asynchronous:
+            metrics |= self._async_metrics(train_groups, timings)
         first_round = generated[: self.local_prompts]
         self.failures.remember_errors(first_round)
         return (
@@ -525,6 +562,69 @@ class Trainer:
             | procedural
         )
 
+    # ------------------------------------------------------------------ asynchronous rollouts
+
+    def _take_groups(self, timings: dict[str, float]) -> tuple[list[Group], list[Group], int]:
+        """Asynchronous: the step's groups from the pipeline's queue (trainers.run.pipeline), as
+        `_collect_groups` returns them (kept, every group taken, rounds); groups holding a token more than
+        max_staleness versions older than the weights trained from are dropped there. Dynamic sampling
+        examines up to its rounds' worth of groups for ones whose rewards differ."""
+        algo, count = self.spec.algorithm, self.local_prompts
+        pipeline = self._pipeline()
+        self.counters_before = replace(pipeline.counters)
+        rounds = algo.dynamic_sampling_max_rounds if algo.dynamic_sampling else 1
+        self.taken: Taken[Group] = pipeline.take(
+            count, count * rounds, self.step_count, lambda grp: grp.has_spread or not algo.dynamic_sampling
+        )
+        return self.taken.kept, self.taken.examined, math.ceil(len(self.taken.examined) / count)
+
+    def _pipeline(self) -> Pipeline[Group]:
+        """The asynchronous pipeline, started at the first step (after a resume, from the resumed weights)."""
+        if self.pipeline is None:
+            self.pipeline_rubric = Rubric.from_spec(self.spec.rubric)
+            self.pipeline = Pipeline(
+                self.spec.rollout.asynchronous, groups_per_step=self.local_prompts, version=self.step_count,
+                engine=self.engine, tokenizer=self.tokenizer, params=self.sampling, draw=self._draw,
+                score=self._score_finished, environment=self.spec.environment,
+            )  # fmt: skip
+            self.pipeline.start()
+        return self.pipeline
+
+    def _draw(self, n: int) -> tuple[list[Prompt], Allocation]:
+        """The generator's next `n` prompts and their group sizes (from the generator thread)."""
+        with self.data_lock:
+            prompts = self.curriculum.draw(n)
+            return prompts, self.curriculum.allocate(prompts)
+
+    def _score_finished(self, prompts: list[Prompt], episodes: list[list[Episode]]) -> list[Group]:
+        """Finished groups scored and shaped (from the scorer thread); their verdicts reach the curriculum."""
+        assert self.pipeline_rubric is not None
+        groups = self._shaped(score_groups(self.pipeline_rubric, prompts, episodes, self.spec.environment))
+        with self.data_lock:
+            self._observe(groups)
+        return groups
+
+    def _async_metrics(self, train_groups: list[Group], timings: dict[str, float]) -> dict[str, float]:
+        """`async/*` of the step just taken: staleness of what it trained on, groups dropped for staleness,
+        the queue, and how busy the engine and the trainer were over the step's wall time. The engine's and
+        the scorer's seconds in the step window become `timing/generate_s` and `timing/score_s`."""
+        assert self.pipeline is not None
+        now, before, taken = self.pipeline.counters, self.counters_before, self.taken
+        timings["generate"] = now.engine_s - before.engine_s
+        timings["score"] = now.score_s - before.score_s
+        step_s = max(timings["step"], 1e-9)
+        waited = taken.wait_s + self.pipeline.gate.last_wait_s
+        episodes = [ep for grp in train_groups for ep in grp.episodes]
+        return async_metrics(episodes, self.step_count - 1, self.spec.rollout.asynchronous.max_staleness) | {
+            "async/dropped_stale": float(taken.dropped_stale),
+            "async/dropped_stale_total": float(now.dropped_stale),
+            "async/queue_depth": float(taken.queue_depth),
+            "async/policy_version": float(self.step_count - 1),
+            "async/engine_busy": min(1.0, timings["generate"] / step_s),
+            "async/trainer_busy": max(0.0, 1.0 - waited / step_s),
+            "timing/wait_s": waited,
+        }
+
     def _adapt_difficulty(self, generated: list[Group]) -> dict[str, float]:
         """A procedural run: the step's pass rate (over every process) moves the difficulty of
         the next step's prompts; returns `procedural/difficulty` and `procedural/pass_rate`."""
@@ -535,7 +635,8 @@ class Trainer:
         passes = self.curriculum.passes(unhinted)  # the one pass rule
         counts = torch.tensor([float(sum(passes)), float(len(passes))], device=self.device)
         passed, total = sum_over_processes(counts, self.dist).tolist()
-        return self.source.observe(int(passed), int(total))
+        with self.data_lock:
+            return self.source.observe(int(passed), int(total))
 
     def _train_on(self, train_groups: list[Group]) -> dict[str, float]:
         """4-8 on the groups with a signal; with none, this process still joins the others' passes."""
@@ -647,6 +748,8 @@ class Trainer:
             tokenizer=self.tokenizer, environment=self.spec.environment, chunk=allocation.chunk,
         )  # fmt: skip
         episodes = [ep for s in scored for ep in s.episodes]
+        for ep in episodes:
+            ep.stamp_version(self.step_count)  # sampled by the weights this step trains from
         if algo.info_gain_weight > 0:  # IGPO (opt-in): information-gain turn rewards, before they are summed below
             t0 = time.perf_counter()
             found = apply_info_gain(self.sampling_model, self.tokenizer, episodes, weight=algo.info_gain_weight,
@@ -654,6 +757,13 @@ class Trainer:
             timings["score"] += time.perf_counter() - t0
             # Reported for the step's first round, as the reward metrics are.
             self.info_gain_metrics = self.info_gain_metrics or found
+        return self._shaped(scored)
+
+    def _shaped(self, scored: list[ScoredGroup]) -> list[Group]:
+        """Scored groups as training uses them: the soft overlong penalty added to the rewards, and whether
+        each group's outcomes differ (dynamic sampling keeps only those)."""
+        algo = self.spec.algorithm
+        episodes = [ep for s in scored for ep in s.episodes]
         outcomes = torch.tensor([r.reward for s in scored for r in s.results], dtype=torch.float32)  # (B,)
         rewards = outcomes
         if algo.overlong_penalty:
@@ -663,7 +773,7 @@ class Trainer:
             )
         turn_sums = torch.tensor([sum(t.reward for t in ep.turns) for ep in episodes], dtype=torch.float32)  # (B,)
         sizes = torch.tensor([len(s.episodes) for s in scored], dtype=torch.long)  # (P,)
-        group_index = torch.arange(len(prompts)).repeat_interleave(sizes)  # (B,)
+        group_index = torch.arange(len(scored)).repeat_interleave(sizes)  # (B,)
         starts = [0, *torch.cumsum(sizes, 0).tolist()]  # group k is samples starts[k]:starts[k + 1]
         # Dynamic sampling keeps groups whose outcomes (with turn rewards) differ (DAPO): a length
         # penalty alone telling the samples apart is no signal about the answers.
@@ -744,7 +854,7 @@ class Trainer:
         need_old = (
             algo.ppo_epochs > 1
             or (algo.kl_in_reward and self.reference is not None)
-            or algo.tis_cap is not None
+            or algo.off_policy is not None
             or (batch.engine_logp is not None and not gap_from_training)
         )
         # Without need_old this process still joins the others' old-logprob passes (a sharded model's
@@ -759,15 +869,21 @@ class Trainer:
     def _sampler_mismatch(
         self, batch: StepBatch, old_logp: torch.Tensor | None
     ) -> tuple[dict[str, float], torch.Tensor | None]:
-        """5b. The sampler/trainer logprob gap and, with `tis_cap`, the truncated importance weights."""
-        cap = self.spec.algorithm.tis_cap
+        """5b. The sampler/trainer logprob gap and, with an off-policy correction (`algorithm.off_policy`), its
+        per-token weights: the old logprobs are the proximal policy's, the engine's each token's behaviour
+        policy's (in an asynchronous run, the version that sampled it)."""
+        correction = self.spec.algorithm.off_policy
         if batch.engine_logp is None or old_logp is None:
             return {}, None
         metrics = logprob_gap(batch.engine_logp, old_logp, batch.mask)
-        if cap is None:
+        if correction is None:
             return metrics, None
-        metrics["rollout/tis_clip_frac"] = tis_clip_frac(old_logp, batch.engine_logp, batch.mask, cap)
-        return metrics, tis_weights(old_logp, batch.engine_logp, batch.mask, cap)
+        out = OFF_POLICY_CORRECTIONS.get(correction.name)(
+            old_logp, batch.engine_logp, batch.mask, low=correction.low, high=correction.high
+        )
+        if self.spec.algorithm.tis_cap is not None:  # the key runs with tis_cap have always reported
+            metrics["rollout/tis_clip_frac"] = out.truncated_frac
+        return metrics | out.metrics(), out.weights.to(old_logp.dtype)
 
     def _advantages(
         self, groups: list[Group], batch: StepBatch, old_logp: torch.Tensor | None, ref_logp: torch.Tensor | None
@@ -977,9 +1093,14 @@ class Trainer:
                 trained=id(grp) in self.last_trained,
                 multi_turn=multi_turn,
                 hint=grp.prompt.hint,
+                trained_version=self.step_count - 1,  # rollouts are reported after the step's update
             )  # fmt: skip
             for grp, group_id in zip(groups, group_ids, strict=True)
             for j, (ep, res) in enumerate(zip(grp.episodes, grp.results, strict=True))
         ]
 
 
+@contextmanager
+def _both(first: AbstractContextManager, second: AbstractContextManager) -> Iterator[None]:
+    with first, second:
+        yield

@@ -13,11 +13,14 @@ def episode_rollout(
     prompt: str | list[dict], advantage: float = 0.0, trained: bool = True, multi_turn: bool = False,
     hint: Hint | None = None,
     split: str = "train",
+    trained_version: int | None = None,
 ) -> Rollout:  # fmt: skip
     """An episode as a run (or an evaluation) reports it: the last turn's text as the completion
     and, for multi-turn episodes, every turn with its tool calls, observation, reward and advantage.
-    A hinted retry's completion is what the model wrote after the hint, which is reported apart."""
+    A hinted retry's completion is what the model wrote after the hint, which is reported apart.
+    `trained_version`: the policy version the step trained from, which makes the rollout's staleness."""
     last = episode.turns[-1] if episode.turns else None
+    oldest = episode.oldest_version
     return Rollout(
         step=step,
         prompt_id=prompt_id,
@@ -37,4 +40,6 @@ def episode_rollout(
         hint=hint.text if hint is not None else None,
         hint_fraction=hint.fraction if hint is not None else None,
         split=split,
+        policy_versions=episode.version_spans(),
+        staleness=trained_version - oldest if trained_version is not None and oldest is not None else None,
     )

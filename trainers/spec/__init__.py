@@ -16,9 +16,9 @@ from trainers.spec.model import HUB_ID, LoraSpec, ModelSpec, looks_local, model_
 from trainers.spec.optim import LOGPROB_CHUNK_HELP, LOGPROB_CHUNK_MIB, PRECISION, PRECISION_HELP, OptimSpec
 from trainers.spec.parallel import ParallelSpec
 from trainers.spec.presets import PRESET_DESCRIPTIONS, PRESETS, apply_preset, preset_values
-from trainers.spec.rollout import EnvironmentSpec, RolloutSpec, TokenBounds, token_bounds
+from trainers.spec.rollout import AsyncSpec, EnvironmentSpec, RolloutSpec, TokenBounds, token_bounds
 from trainers.spec.rubric import CriterionSpec, RewardSpec, RubricSpec
 from trainers.spec.run import CheckpointSpec, EvalSpec, RunSpec, ValidationSpec
 from trainers.spec.warm_up import WarmUpSpec
 
-__all__ = ["Section", "validation_errors", "LoraSpec", "HUB_ID", "looks_local", "model_path_shape_error", "model_folder_error", "ModelSpec", "ProceduralSpec", "DataSpec", "CriterionSpec", "RubricSpec", "RewardSpec", "AlgorithmSpec", "RolloutSpec", "EnvironmentSpec", "TokenBounds", "token_bounds", "LOGPROB_CHUNK_MIB", "LOGPROB_CHUNK_HELP", "PRECISION", "PRECISION_HELP", "OptimSpec", "ParallelSpec", "CurriculumSpec", "step_rollouts", "CheckpointSpec", "EvalSpec", "ValidationSpec", "WarmUpSpec", "RunSpec", "PRESETS", "PRESET_DESCRIPTIONS", "preset_values", "apply_preset"]
+__all__ = ["Section", "validation_errors", "LoraSpec", "HUB_ID", "looks_local", "model_path_shape_error", "model_folder_error", "ModelSpec", "ProceduralSpec", "DataSpec", "CriterionSpec", "RubricSpec", "RewardSpec", "AlgorithmSpec", "RolloutSpec", "AsyncSpec", "EnvironmentSpec", "TokenBounds", "token_bounds", "LOGPROB_CHUNK_MIB", "LOGPROB_CHUNK_HELP", "PRECISION", "PRECISION_HELP", "OptimSpec", "ParallelSpec", "CurriculumSpec", "step_rollouts", "CheckpointSpec", "EvalSpec", "ValidationSpec", "WarmUpSpec", "RunSpec", "PRESETS", "PRESET_DESCRIPTIONS", "preset_values", "apply_preset"]

@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from dataclasses import dataclass
 
-from trainers.algorithms.catalog import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
-from trainers.spec.base import Section, choice
+from pydantic import Field, field_validator, model_validator
+
+from trainers.algorithms.catalog import (
+    ADVANTAGE_ESTIMATORS,
+    KL_ESTIMATORS,
+    LOSS_AGG_MODES,
+    OFF_POLICY_CORRECTIONS,
+    POLICY_LOSSES,
+)
+from trainers.spec.base import Section, choice, field_error
 from trainers.spec.presets import PRESETS
+
+
+@dataclass(frozen=True)
+class OffPolicyCorrection:
+    """The correction a run applies, resolved once (`AlgorithmSpec.off_policy`): an entry of
+    trainers.algorithms.mismatch.OFF_POLICY_CORRECTIONS and its band."""
+
+    name: str
+    low: float
+    high: float
 
 
 class AlgorithmSpec(Section):
@@ -67,6 +85,22 @@ class AlgorithmSpec(Section):
     tis_cap: float | None = Field(
         None, gt=0, description="Truncated importance-sampling cap for engine/trainer logprob mismatch (vLLM)."
     )
+    correction: str | None = Field(
+        None,
+        description="Off-policy correction: how tokens are reweighted when the policy that sampled them (the engine; "
+        "in an asynchronous run, weights up to rollout.asynchronous.max_staleness updates old) is not the one the "
+        "step starts from. 'decoupled' is decoupled PPO (the clip against the trainer's weights, times their ratio "
+        "to the sampler's); tis / mis / icepop truncate or drop tokens whose ratio is far from 1, seq_* do it per "
+        "sequence. Empty: none (tis_cap alone keeps its meaning).",
+    )
+    correction_low: float = Field(
+        0.5, gt=0, le=1, description="icepop, seq_icepop: tokens (sequences) whose ratio is below this are dropped."
+    )
+    correction_high: float = Field(
+        2.0, ge=1, le=1000,
+        description="tis, seq_tis: the ratio is truncated to this; mis, seq_mis, icepop, seq_icepop: above it the "
+        "token (sequence) is dropped. Not used by 'decoupled'.",
+    )  # fmt: skip
 
     @field_validator("preset")
     @classmethod
@@ -92,3 +126,23 @@ class AlgorithmSpec(Section):
     @classmethod
     def _kl(cls, v: str) -> str:
         return choice(KL_ESTIMATORS, v, "KL estimator")
+
+    @field_validator("correction")
+    @classmethod
+    def _correction(cls, v: str | None) -> str | None:
+        return choice(OFF_POLICY_CORRECTIONS, v, "off-policy correction") if v else None
+
+    @model_validator(mode="after")
+    def _one_correction(self) -> AlgorithmSpec:
+        if self.tis_cap is not None and self.correction is not None:
+            raise field_error(self, "tis_cap", "set tis_cap or a correction, not both (correction 'tis' is tis_cap)")
+        return self
+
+    @property
+    def off_policy(self) -> OffPolicyCorrection | None:
+        """The correction in force: `correction` with its band, or tis_cap's token-level TIS; None: none."""
+        if self.correction is not None:
+            return OffPolicyCorrection(self.correction, self.correction_low, self.correction_high)
+        if self.tis_cap is not None:
+            return OffPolicyCorrection("tis", self.correction_low, self.tis_cap)
+        return None

@@ -12,6 +12,51 @@ from trainers.rollout.environments.catalog import environment_params
 from trainers.spec.base import Section, located
 
 
+class AsyncSpec(Section):
+    """Asynchronous rollouts: generation runs ahead of training, so neither waits for the other.
+
+    Asynchrony trades exact reproducibility for throughput: the engine samples with weights up to
+    `max_staleness` updates older than those trained, which rollouts finish first depends on timing,
+    and a rerun with the same seed is not bit-identical. Synchronous (mode sync, or max_staleness 0)
+    stays exact. Pair it with an off-policy correction (algorithm.correction, e.g. 'decoupled')."""
+
+    mode: Literal["sync", "async"] = Field(
+        "sync",
+        description="sync: generate, score, then train, every step in turn (exact, reproducible). async: a "
+        "generator thread samples and scores groups into a queue while the trainer trains on earlier ones "
+        "(faster; tokens may come from older weights, and a rerun is not bit-identical). Transformers engine, "
+        "one process.",
+    )
+    max_staleness: int = Field(
+        1, ge=0, le=64,
+        description="async: the most policy versions (optimiser updates) between the weights that sampled a token "
+        "and those it is trained from; groups holding an older token are dropped, and counted "
+        "(async/dropped_stale). 0 is the synchronous step.",
+    )  # fmt: skip
+    partial_rollouts: bool = Field(
+        False,
+        description="async: sample in segments of segment_tokens; new weights reach the engine between segments, "
+        "and completions unfinished when a step has its groups go on with the new weights (each token records "
+        "the version that sampled it, and its own logprob). Single-turn runs without stop strings.",
+    )
+    segment_tokens: int = Field(
+        16, ge=1, le=131072,
+        description="Partial rollouts: tokens each completion samples per engine request; smaller lets new weights "
+        "in sooner, larger batches better.",
+    )  # fmt: skip
+    over_provision: float = Field(
+        1.0, ge=1, le=8,
+        description="Partial rollouts: groups kept in flight, as a multiple of optim.prompts_per_step; above 1 the "
+        "step takes the groups that finish first and the long ones carry over (fewer steps wait on the longest "
+        "completion, but short completions are over-represented early on).",
+    )  # fmt: skip
+
+    @property
+    def runs_ahead(self) -> bool:
+        """Whether generation runs in its own thread: async with some staleness allowed (0 is the sync step)."""
+        return self.mode == "async" and self.max_staleness > 0
+
+
 class RolloutSpec(Section):
     """Generation: engine, sampling parameters and response length."""
 
@@ -44,6 +89,10 @@ class RolloutSpec(Section):
         description="vLLM: use a separate server instead of colocating (its host must be on the operator's list of "
         "endpoints: the policy's weights and the prompts are sent there).",
         json_schema_extra=marks(ENDPOINT),
+    )
+    asynchronous: AsyncSpec = Field(
+        default_factory=AsyncSpec,
+        description="Generation running ahead of training (throughput) or in lockstep with it (exact).",
     )
 
 

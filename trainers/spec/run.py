@@ -213,6 +213,35 @@ class RunSpec(Section):
         return self
 
     @model_validator(mode="after")
+    def _asynchronous_fits(self) -> RunSpec:
+        """What the asynchronous pipeline (trainers.run.pipeline) runs with, refused by name otherwise."""
+        a, where = self.rollout.asynchronous, ("rollout", "asynchronous")
+        if a.over_provision > 1 and not (a.runs_ahead and a.partial_rollouts):
+            raise error_at(self, (*where, "over_provision"), a.over_provision,
+                           "over-provisioning keeps unfinished completions for later steps: it needs mode async, "
+                           "max_staleness above 0 and partial_rollouts")  # fmt: skip
+        if not a.runs_ahead:
+            return self
+        refusals = [
+            (self.rollout.engine != "transformers", ("rollout", "engine"), self.rollout.engine,
+             "the asynchronous pipeline samples with the transformers engine so far; use mode sync with vLLM"),
+            (self.parallel.world_size > 1, (*where, "mode"), a.mode,
+             "the asynchronous pipeline runs in one process; use mode sync with several"),
+            (self.curriculum.hints, ("curriculum", "hints"), True,
+             "hinted retries resample a step's failed groups at once; they need mode sync"),
+            (self.algorithm.info_gain_weight > 0, ("algorithm", "info_gain_weight"), self.algorithm.info_gain_weight,
+             "IGPO's information gain runs on the sampler during generation; it needs mode sync"),
+            (a.partial_rollouts and self.environment is not None, (*where, "partial_rollouts"), True,
+             "partial rollouts continue single-turn completions; an environment's episodes run whole"),
+            (a.partial_rollouts and bool(self.rollout.stop), (*where, "partial_rollouts"), True,
+             "a stop string could straddle two segments and be missed: partial rollouts run without rollout.stop"),
+        ]  # fmt: skip
+        for refused, loc, value, message in refusals:
+            if refused:
+                raise error_at(self, loc, value, message)
+        return self
+
+    @model_validator(mode="after")
     def _sound_objective(self) -> RunSpec:
         a = self.algorithm
         if a.kl_beta > 0 and not a.kl_in_reward and a.kl_estimator == "k1":

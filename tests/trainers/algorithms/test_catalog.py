@@ -8,6 +8,7 @@ from trainers.algorithms import catalog
 from trainers.algorithms.advantages import ADVANTAGES
 from trainers.algorithms.aggregation import LOSS_AGGREGATIONS
 from trainers.algorithms.kl import KL_ESTIMATORS
+from trainers.algorithms.mismatch import OFF_POLICY_CORRECTIONS
 from trainers.algorithms.policy_losses import POLICY_LOSSES
 
 PAIRS = [
@@ -15,6 +16,7 @@ PAIRS = [
     (catalog.POLICY_LOSSES, POLICY_LOSSES),
     (catalog.LOSS_AGG_MODES, LOSS_AGGREGATIONS),
     (catalog.KL_ESTIMATORS, KL_ESTIMATORS),
+    (catalog.OFF_POLICY_CORRECTIONS, OFF_POLICY_CORRECTIONS),
 ]
 
 
