@@ -1,5 +1,5 @@
 """vLLM (its CPU build here, in this process as a run uses it) on SmolLM2-135M-Instruct's real
-weights, in float32 and bfloat16: the logprobs it reports for the tokens it sampled against the
+weights, in bfloat16 (the dtype its weights come in): the logprobs it reports for the tokens it sampled against the
 trainer's forward pass on the same weights, before any update and after each of two optimiser
 steps pushed to it by the training loop; and those two GRPO steps train the model."""
 
@@ -32,6 +32,8 @@ LR = 1e-4
 #   bfloat16: (0.044, 0.24),    (0.043, 0.22),    (0.034, 0.19)      e.g. bf16 logits lie 0.125 apart near 20
 # Against the weights before training, the samples after two updates: float32 (0.50, 2.7),
 # bfloat16 (0.23, 1.2). The bounds leave a margin of about 10x (float32) and 2.3-3x (bfloat16).
+# The suite runs bfloat16 only (float32 took another 60-120 s of a 2-core CI run): its bound still
+# tells pushed weights (0.034-0.044 mean) from stale ones (0.23). For float32, pass "float32" below.
 GAP_BOUNDS = {"float32": (1e-4, 5e-4), "bfloat16": (0.1, 0.75)}
 
 
@@ -47,7 +49,7 @@ def gap(trainer: Trainer, model, prompts: list[list[int]], groups) -> dict[str, 
     return logprob_gap(engine, trainer._frozen_logprobs(model, batch), batch.completion_mask)
 
 
-@pytest.fixture(scope="module", params=["float32", "bfloat16"])
+@pytest.fixture(scope="module", params=["bfloat16"])
 def two_pushed_updates(request, vllm_here, real_model_path, tmp_path_factory):
     """Two GRPO steps sampled by vLLM (each step's gap measured by the loop on its rollouts), then
     one more generation, which pushes the second update to vLLM, and its gap measured here."""

@@ -1,0 +1,25 @@
+"""Which tests `./studioctl test`'s second pass (PostgreSQL + Redis) runs again (launcher/testing.py)."""
+
+from launcher.testing import TEAM_SCALE_TESTS, _team_scale_args
+
+
+def test_without_paths_the_second_pass_runs_every_database_bound_package_with_the_options_given():
+    assert _team_scale_args(["-q", "-x"]) == [*TEAM_SCALE_TESTS, "-q", "-x"]
+
+
+def test_a_folder_above_database_bound_tests_stands_for_those_under_it():
+    assert _team_scale_args(["tests/studio", "-q"]) == [
+        t for t in TEAM_SCALE_TESTS if t.startswith("tests/studio/")
+    ] + ["-q"]
+    assert _team_scale_args(["tests"]) == list(TEAM_SCALE_TESTS)
+
+
+def test_a_path_inside_a_database_bound_package_is_run_again_as_given():
+    assert _team_scale_args(["tests/studio/runs/test_runs.py::RunsTest", "-x"]) == [
+        "tests/studio/runs/test_runs.py::RunsTest",
+        "-x",
+    ]
+
+
+def test_paths_that_hold_no_database_bound_test_are_not_run_again():
+    assert _team_scale_args(["tests/trainers", "tests/studio/datasets"]) == []
