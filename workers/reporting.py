@@ -57,6 +57,11 @@ def without_nul(value: Any) -> Any:
     return value
 
 
+def version_spans(spans: list[list[int]] | None) -> list[list[int]] | None:
+    """A rollout's [[version, tokens], ...] as plain ints (a tensor's or numpy's ints do not go into JSON)."""
+    return None if spans is None else [[int(version), int(tokens)] for version, tokens in spans]
+
+
 class ReportsNotWritten(RuntimeError):
     """`DatabaseReporter.flush()` could not reach the database for FINAL_FLUSH_RETRY_S."""
 
@@ -277,7 +282,8 @@ class DatabaseReporter:
             finish_reason=rollout.finish_reason, scores=scores, logprobs=rollout.logprobs, trained=rollout.trained,
             turns=turns, end_reason=rollout.end_reason or "", **episodes.columns(turns, rollout.end_reason),
             hinted=rollout.hint is not None, hint=without_nul(rollout.hint or ""), hint_fraction=rollout.hint_fraction,
-            split=rollout.split,
+            split=rollout.split, policy_versions=version_spans(rollout.policy_versions),
+            staleness=None if rollout.staleness is None else int(rollout.staleness),
         )  # fmt: skip
 
 

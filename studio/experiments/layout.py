@@ -271,7 +271,8 @@ META_HOMES = {"model.path": "model_path", "data.path": "dataset", "data.format":
               "algorithm.preset": "preset"}  # fmt: skip
 # Keys that belong to no field: the whole config, a cross-section rule.
 GENERAL_KEYS = ("__all__", "non_field_errors", "config")
-DOTTED = re.compile(r"\b([a-z_]+)\.([a-z_]+)\b")
+# A setting's dotted path in a message: two parts ("optim.lr") or three ("rollout.asynchronous.mode").
+DOTTED = re.compile(r"\b[a-z_]+(?:\.[a-z_]+)+\b")
 
 
 @dataclass
@@ -313,8 +314,8 @@ def place_errors(errors: dict[str, str], sections: list[tuple[str, list[FormFiel
             add(placed.beside, key, message)
         elif owner := next((name for name in fields if key.startswith(f"{name}.")), None):
             add(placed.beside, owner, f"{key.removeprefix(owner + '.')}: {message}")
-        elif (opening := DOTTED.match(raw_message)) and opening.group(0) in fields:
-            add(placed.beside, opening.group(0), message)
+        elif (opening := DOTTED.match(raw_message)) and (named := _named(opening.group(0), fields)):
+            add(placed.beside, named, message)
         else:
             placed.top.append((_general_label(key), message))
     return placed
@@ -342,7 +343,20 @@ def _general_label(key: str) -> str:
 def worded(message: str, labels: dict[str, str]) -> str:
     """`message` with each setting named by its dotted path ("rollout.max_new_tokens") named by its label
     ("max new tokens") instead; other text as it is."""
-    return DOTTED.sub(lambda m: f"“{labels[m.group(0)]}”" if m.group(0) in labels else m.group(0), message)
+
+    def label(m: re.Match[str]) -> str:
+        path = m.group(0)
+        named = _named(path, labels)
+        return f"“{labels[named]}”{path.removeprefix(named)}" if named else path
+
+    return DOTTED.sub(label, message)
+
+
+def _named(path: str, names: dict[str, Any]) -> str | None:
+    """The longest leading part of a dotted `path` that is one of `names` ("data.procedural" of
+    "data.procedural.task"), or None."""
+    parts = path.split(".")
+    return next((".".join(parts[:n]) for n in range(len(parts), 1, -1) if ".".join(parts[:n]) in names), None)
 
 
 class KnownModel(NamedTuple):

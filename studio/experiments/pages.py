@@ -15,7 +15,7 @@ from studio.experiments import forms, layout, paths, services
 from studio.experiments.api import ExperimentSerializer
 from studio.experiments.models import Experiment
 from studio.experiments.paths import validate_for_team
-from studio.experiments.specs import SpecError
+from studio.experiments.specs import SpecError, asynchrony_note
 from studio.lib.page_forms import flat_errors, serializer_context
 from studio.lib.params import as_id
 from studio.rubrics.models import Rubric
@@ -106,4 +106,5 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
         spec, spec_errors = None, exc.errors
     runs = experiment.runs.order_by("-created")[:50]
     return render(request, "experiments/detail.html", {"experiment": experiment, "spec": spec, "runs": runs,
-                  "spec_errors": spec_errors, "can_edit": can_edit})  # fmt: skip
+                  "spec_errors": spec_errors, "can_edit": can_edit,
+                  "asynchrony": asynchrony_note(spec)})  # fmt: skip

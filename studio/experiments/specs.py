@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from trainers.spec import RunSpec, validation_errors
+from trainers.spec import AsyncSpec, RunSpec, validation_errors
 
 
 class SpecError(ValueError):
@@ -69,3 +69,29 @@ def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+def asynchrony_note(spec: Any) -> str:
+    """What a page says beside the settings of a run (or an experiment) whose generation runs ahead of
+    training (rollout.asynchronous: `AsyncSpec.runs_ahead`, the trainer's own rule): that a rerun is not
+    bit-identical, and why. "" for a synchronous spec (mode sync, or max_staleness 0: exact), or one whose
+    asynchronous settings the schema would refuse (the page says that elsewhere)."""
+    rollout = spec.get("rollout") if isinstance(spec, dict) else None
+    settings = rollout.get("asynchronous") if isinstance(rollout, dict) else None
+    if not isinstance(settings, dict):
+        return ""
+    try:
+        asynchronous = AsyncSpec.model_validate(settings)
+    except ValidationError:
+        return ""
+    if not asynchronous.runs_ahead:
+        return ""
+    n = asynchronous.max_staleness
+    partial = (
+        " Partial rollouts: a completion may be sampled by several versions." if asynchronous.partial_rollouts else ""
+    )
+    return (
+        f"Asynchronous rollouts: generation runs ahead of training, so tokens may come from weights up to {n} "
+        f"version{'s' if n != 1 else ''} older than those trained on. Faster, but not bit-reproducible: which "
+        f"groups each step trains on depends on timing, so a rerun with the same seed can differ.{partial}"
+    )

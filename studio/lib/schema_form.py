@@ -9,11 +9,18 @@ free string but that the trainer checks against a catalog get that catalog as ch
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainers.algorithms.catalog import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
+from trainers.algorithms.catalog import (
+    ADVANTAGE_ESTIMATORS,
+    KL_ESTIMATORS,
+    LOSS_AGG_MODES,
+    OFF_POLICY_CORRECTIONS,
+    POLICY_LOSSES,
+)
 from trainers.curriculum.catalog import BUDGETS, SAMPLERS
 from trainers.spec import PRESETS
 
@@ -21,14 +28,19 @@ from trainers.spec import PRESETS
 # any name ending in "prompt", and any whose default or examples hold a line break.
 MULTILINE_NAMES = ("code", "rubric", "formula")
 
+# Each catalogue's entries with what they do: the choices of a select, and each option's title.
+CATALOGS: dict[str, dict[str, str]] = {
+    "algorithm.advantage_estimator": ADVANTAGE_ESTIMATORS,
+    "algorithm.policy_loss": POLICY_LOSSES,
+    "algorithm.loss_agg_mode": LOSS_AGG_MODES,
+    "algorithm.kl_estimator": KL_ESTIMATORS,
+    "algorithm.correction": OFF_POLICY_CORRECTIONS,  # nullable: the select leads with "" (none)
+    "curriculum.sampler": SAMPLERS,
+    "curriculum.budget": BUDGETS,
+}
 CATALOG_CHOICES: dict[str, list[str]] = {
-    "algorithm.advantage_estimator": list(ADVANTAGE_ESTIMATORS),
-    "algorithm.policy_loss": list(POLICY_LOSSES),
-    "algorithm.loss_agg_mode": list(LOSS_AGG_MODES),
-    "algorithm.kl_estimator": list(KL_ESTIMATORS),
+    **{name: list(catalog) for name, catalog in CATALOGS.items()},
     "algorithm.preset": ["", *PRESETS],
-    "curriculum.sampler": list(SAMPLERS),
-    "curriculum.budget": list(BUDGETS),
 }
 
 
@@ -57,6 +69,7 @@ class FormField:
     shorthand: Callable[[str], Any] | None = None
     # A json field the page also edits with a picker (its script's name, as "tools"); the JSON stays the input.
     picker: str = ""
+    choice_help: dict[str, str] = field(default_factory=dict)  # a select's option -> what it does (its title)
 
     @property
     def bounds(self) -> str:
@@ -123,16 +136,51 @@ def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
 
 def fields_for(schema: dict[str, Any], node: dict[str, Any], prefix: str, values: dict[str, Any],
                errors: dict[str, str], skip: tuple[str, ...] = ()) -> list[FormField]:  # fmt: skip
-    """One FormField per property of `node` (an object schema), named `prefix + property`."""
+    """One FormField per property of `node` (an object schema), named `prefix + property`; a property
+    that is a section of its own (`subsection`) gives one field per property of that section instead."""
     out = []
     for prop, raw in _resolve(schema, node).get("properties", {}).items():
         name = f"{prefix}{prop}"
         if name in skip:
             continue
+        section = subsection(schema, raw)
+        if section is not None:
+            out += _section_fields(schema, section, raw, name, prop, values.get(prop), errors, skip)
+            continue
         f = _field(schema, name, prop, raw, values.get(prop, raw.get("default")), errors.get(name, ""))
         f.default = raw.get("default")
         out.append(f)
     return out
+
+
+def subsection(schema: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any] | None:
+    """The object schema of a property that is a section always present (a bare `$ref` to a model with
+    properties, as RolloutSpec.asynchronous), or None. A section that may be null (data.procedural,
+    model.lora) stays one JSON field: an empty input is how it is left out."""
+    if "$ref" not in raw:
+        return None
+    target = _resolve(schema, raw)
+    return target if target.get("type") == "object" and target.get("properties") else None
+
+
+def _section_fields(schema: dict[str, Any], section: dict[str, Any], raw: dict[str, Any], name: str, prop: str,
+                    values: Any, errors: dict[str, str], skip: tuple[str, ...]) -> list[FormField]:  # fmt: skip
+    """A section's fields, labelled under the section's name ("asynchronous › mode"); the first one's help
+    opens with what the section is for (its model's docstring, else the property's description), said once
+    where the section starts rather than repeated on each field."""
+    fields = fields_for(schema, section, f"{name}.", values if isinstance(values, dict) else {}, errors, skip)
+    title = prop.replace("_", " ")
+    for f in fields:
+        f.label = f"{title} › {f.label}"
+    intro = one_line(section.get("description") or raw.get("description") or "")
+    if fields and intro:
+        fields[0].help = f"{intro} {fields[0].help}".strip()
+    return fields
+
+
+def one_line(text: str) -> str:
+    """A docstring as one paragraph of help (its line breaks and indents as single spaces, backticks off)."""
+    return re.sub(r"\s+", " ", text.replace("`", "")).strip()
 
 
 def _field(schema, name: str, prop: str, raw: dict[str, Any], value: Any, error: str) -> FormField:
@@ -145,6 +193,7 @@ def _field(schema, name: str, prop: str, raw: dict[str, Any], value: Any, error:
     if "enum" in main or name in CATALOG_CHOICES:
         f.widget, f.kind = "select", "string"
         f.choices = ([""] if nullable else []) + [str(c) for c in main.get("enum", CATALOG_CHOICES.get(name, []))]
+        f.choice_help = dict(CATALOGS.get(name, {}))
     elif kind in ("integer", "number"):
         f.widget, f.kind = "number", kind
         f.step = "1" if kind == "integer" else "any"

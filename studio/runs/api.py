@@ -88,7 +88,7 @@ class RolloutSerializer(serializers.ModelSerializer):
         fields = ["id", "run", "step", "prompt_id", "sample_index", "prompt", "completion", "reward", "advantage",
                   "num_tokens", "finish_reason", "trained", "scores", "logprobs", "turns", "end_reason", "num_turns",
                   "tool_calls", "tool_errors", "tools_used", "ended_at_limit", "hinted", "hint",
-                  "hint_fraction", "split"]  # fmt: skip
+                  "hint_fraction", "split", "policy_versions", "staleness"]  # fmt: skip
 
     def get_tools_used(self, rollout: Rollout) -> list[str]:
         return episodes.unpack_tools(rollout.tools_used)
@@ -234,6 +234,8 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
         `turns` (multi-turn episodes, else null) holds each turn: its text, tool calls with their
         arguments and result or error, the observation (not trained on), reward, reason, advantage.
+        `policy_versions` ([[version, tokens], ...] in token order) and `staleness` (versions behind the
+        weights its step trained from) say which weights sampled it in an asynchronous run; null otherwise.
         Prompt, completion (the group's too) and each text of the turns carry at most 20,000 characters;
         `truncated` names each field cut, with its full length, to be read from `.../text/`."""
         run = readable_run(request, pk)  # members, or a live share link (read-only)
@@ -241,7 +243,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         # Same split too: a validation prompt's id is its row in the held-out data, which a training row may share.
         group = Rollout.objects.filter(run=run, step=rollout.step, prompt_id=rollout.prompt_id, split=rollout.split)
         group = group.order_by("sample_index")
-        group = group.select_related("run_prompt").defer("logprobs", "turns", "run_prompt__content")
+        group = group.select_related("run_prompt").defer("logprobs", "turns", "policy_versions", "run_prompt__content")
         data = capped(RolloutSerializer(rollout).data)
         data["group"] = [capped({**r.summary(), "completion": r.completion}) for r in group]
         return Response(data)

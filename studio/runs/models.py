@@ -309,6 +309,18 @@ class Rollout(models.Model):
         max_length=12, choices=SPLITS, default=TRAIN_SPLIT,
         help_text="train: sampled for a training step; validation: a held-out prompt sampled after the step.",
     )  # fmt: skip
+    # Asynchronous runs (trainers.run.pipeline): which policy versions sampled the completion and how stale
+    # it was when trained on. Columns of their own, not inside `completion`: the inspector reads them without
+    # the text, and a staleness filter or sort can have an index later.
+    policy_versions = models.JSONField(
+        null=True, blank=True,
+        help_text="[[version, tokens], ...] in token order (several with partial rollouts); null: not recorded.",
+    )  # fmt: skip
+    staleness = models.IntegerField(
+        null=True, blank=True,
+        help_text="Versions between its oldest token's policy and the weights the step trained from; null: not "
+        "recorded (0 in a synchronous run).",
+    )  # fmt: skip
 
     class Meta:
         indexes = [
@@ -349,6 +361,7 @@ class Rollout(models.Model):
             "hinted": self.hinted,
             "hint_fraction": self.hint_fraction,
             "split": self.split,
+            "staleness": self.staleness,
         }
 
 

@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from studio.accounts import permissions as perms
-from studio.experiments.specs import SpecError
+from studio.experiments.specs import SpecError, asynchrony_note
 from studio.runs import lifecycle, panels, prompt_stat_query, rollout_query
 from studio.runs.models import PROMPT_STATUSES, Run, RunEvent
 from studio.sharing.models import ShareLink
@@ -85,8 +85,9 @@ def render_run_page(request: HttpRequest, run: Run, *, role: str | None, share: 
         "reserved_panels": panels.reserved(run.spec),
     }
     restarts = list(run.restart_log.all())
+    # An asynchronous run says that it is not bit-reproducible (its settings, not its metrics, decide).
     context = {"run": run, "config": config, "share": share, "can_edit": can_edit, "restarts": restarts,
-               "resumed": lineage[-1] if lineage else None}  # fmt: skip
+               "resumed": lineage[-1] if lineage else None, "asynchrony": asynchrony_note(run.spec)}  # fmt: skip
     template = "share/run.html" if share else "runs/detail.html"
     return render(request, template, context)
 

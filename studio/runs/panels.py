@@ -48,8 +48,25 @@ PANELS: tuple[Panel, ...] = (
         "Sampler vs trainer logprobs",
         r"^rollout/(logprob_gap_(mean|max)|engine_trainer_kl|tis_clip_frac)$",
     ),
+    # An off-policy correction (algorithm.correction, trainers.algorithms.mismatch): what its importance
+    # weights came to, and the shares of tokens it truncated or dropped.
+    Panel(
+        "correction",
+        "Off-policy correction: mean weight, truncated / rejected share",
+        r"^correction/(weight_mean|truncated_frac|rejected_frac)$",
+    ),
     Panel("tokens", "Tokens / s", r"^perf/(\w+_)?tokens_per_s$"),
     Panel("timing", "Time per step (s)", r"^timing/(generate|score|train)_s$", stacked=True),
+    # Asynchronous rollouts (rollout.asynchronous, trainers.run.pipeline): only an asynchronous run reports
+    # async/ keys, so only its page draws these. The histograms stack: the step's rollouts (tokens) by how
+    # many policy versions behind the trained weights they were sampled, k = 0..max_staleness.
+    Panel("staleness", "Staleness (policy versions behind)", r"^async/staleness_(mean|max)$"),
+    Panel("staleness_hist", "Rollouts by staleness (versions behind)", r"^async/staleness_\d+$", stacked=True),
+    Panel("tokens_lag", "Tokens by policy lag (versions behind)", r"^async/tokens_lag_\d+$", stacked=True),
+    Panel("dropped_stale", "Groups dropped for staleness (step, run total)", r"^async/dropped_stale(_total)?$"),
+    Panel("queue", "Queue depth (scored groups waiting)", r"^async/queue_depth$"),
+    Panel("busy", "Engine and trainer busy fraction", r"^async/(engine|trainer)_busy$"),
+    Panel("partial", "Partial rollouts (share sampled by several versions)", r"^async/partial_frac$"),
     # Multi-turn episodes (trainers/rollouts.py). Tool time is spent inside generation (tools run
     # between turns), so it is not a slice of the stacked step time: a panel of its own.
     Panel("turns", "Turns per episode", r"^episode/turns_mean$"),
@@ -74,6 +91,7 @@ PANELS: tuple[Panel, ...] = (
     Panel("reward_other", "Reward diagnostics", r"^reward/"),
     Panel("episode_other", "Episodes", r"^episode/"),
     Panel("timing_other", "Timing (s)", r"^timing/"),
+    Panel("async_other", "Asynchronous rollouts", r"^async/"),
 )
 
 

@@ -193,6 +193,8 @@ def page(run_id: int, params) -> dict[str, Any]:
     field = ORDERS[order]
     descending = order.startswith("-")
     rows = filtered(run_id, params)
-    rows = rows.select_related("run_prompt").defer("completion", "logprobs", "turns", "run_prompt__content")
+    rows = rows.select_related("run_prompt").defer(
+        "completion", "logprobs", "turns", "policy_versions", "run_prompt__content"
+    )
     items, next_cursor = keyset_page(rows, field, descending, params.get("cursor"), limit)
     return {"results": [r.summary() for r in items], "next_cursor": next_cursor}

@@ -45,6 +45,27 @@ function turnHtml(turn, k) {
   </article>`;
 }
 
+// Which policy versions sampled the completion (an asynchronous run: generation ran ahead of training),
+// from `policy_versions` ([[version, tokens], ...] in token order: several when a partial rollout went on
+// with newer weights) and `staleness` (versions between its oldest token's weights and those the step
+// trained from). "" for a rollout that recorded none (a synchronous run's, an evaluation's).
+export function versionsHtml(r) {
+  const spans = Array.isArray(r.policy_versions) ? r.policy_versions : [];
+  if (!spans.length && r.staleness == null) return "";
+  const parts = spans.map(([version, tokens]) => `${version} (${plural(tokens, "token")})`);
+  const sampled = parts.length
+    ? `sampled by policy version${parts.length > 1 ? "s" : ""} <b data-field="policy_versions">${esc(parts.join(", "))}</b>`
+    : "";
+  const stale = r.staleness == null
+    ? ""
+    : r.staleness === 0
+      ? `<b data-field="staleness">on-policy</b>`
+      : `<b data-field="staleness" class="stale">${plural(r.staleness, "version")} stale</b>`;
+  const title = "Policy version: the optimiser updates applied to the weights that sampled these tokens. Staleness: "
+    + "how many versions the oldest token's weights were behind those this step trained from.";
+  return `<span class="stat versions" title="${esc(title)}">${[sampled, stale].filter(Boolean).join("; ")}</span>`;
+}
+
 function renderEpisode(turns) {
   return turns.map(turnHtml).join("");
 }
@@ -150,7 +171,7 @@ export class RolloutDetail {
         (g) => `<article class="sibling ${g.id === r.id ? "current" : ""}" data-open-rollout="${g.id}" title="Open this completion">
           <header><span class="mono">#${g.sample_index}</span>
             <span class="reward ${rewardClass(g.reward)}">${fmt(g.reward, 3)}</span>
-            <span class="muted">adv ${fmt(g.advantage, 3)} · ${g.num_tokens} tok · ${esc(g.finish_reason)}</span></header>
+            <span class="muted">adv ${fmt(g.advantage, 3)} · ${g.num_tokens} tok · ${esc(g.finish_reason)}${g.staleness ? ` · ${g.staleness} stale` : ""}</span></header>
           ${renderText(g.completion ?? g.preview)}
           ${g.truncated?.completion ? `<span class="muted">… ${chars(g.truncated.completion)} in all: open it to read them</span>` : ""}
         </article>`,
@@ -166,6 +187,7 @@ export class RolloutDetail {
             <span class="stat">length <b>${r.num_tokens}</b> tokens</span>
             <span class="stat">finish <b class="finish finish-${esc(r.finish_reason)}">${esc(r.finish_reason)}</b></span>
             ${r.hinted ? hintedBadge(r) : ""}
+            ${versionsHtml(r)}
             ${r.turns ? `<span class="stat">${plural(r.num_turns, "turn")} · ${plural(r.tool_calls, "tool call")}${r.tool_errors ? ` · <b class="error">${plural(r.tool_errors, "tool error")}</b>` : ""} · ended <b data-field="end_reason">${esc(r.end_reason)}</b></span>` : ""}
           </div>
         </div>

@@ -31,7 +31,15 @@ def trainer_metric_keys() -> set[str]:
     # Validation during training's (trainers/validation.py, k = 4, the letter criterion).
     validation = {"val/reward/mean", "val/reward/std", "val/reward/letter/mean", "val/pass@1", "val/pass@2",
                   "val/pass@4", "timing/validation_s"}  # fmt: skip
-    return set(STEP_KEYS) | set(losses) | set(gaps) | step | evaluation | episode | validation
+    # An asynchronous run's (trainers.run.pipeline.async_metrics with max_staleness 1, the loop's own
+    # async/ keys) with an off-policy correction (trainers.algorithms.mismatch.Correction).
+    from trainers.algorithms.mismatch import Correction
+    from trainers.run.pipeline import async_metrics
+
+    asynchronous = set(async_metrics([], 0, 1)) | set(Correction(mask, 1.0).metrics()) | {
+        "async/dropped_stale", "async/dropped_stale_total", "async/queue_depth", "async/policy_version",
+        "async/engine_busy", "async/trainer_busy", "timing/wait_s"}  # fmt: skip
+    return set(STEP_KEYS) | set(losses) | set(gaps) | step | evaluation | episode | validation | asynchronous
 
 
 # Where each lands; None: no panel claims it, so the page draws it in its namespace's panel.
@@ -61,6 +69,13 @@ EXPECTED = {
     "eval/reward/mean": None, "eval/reward/std": None, "eval/reward/any/mean": None, "eval/pass@2": None,
     "val/reward/mean": "val_reward", "val/reward/std": "val_reward", "val/reward/letter/mean": "val_criteria",
     "val/pass@1": "val_pass", "val/pass@2": "val_pass", "val/pass@4": "val_pass", "timing/validation_s": "timing_other",
+    "async/staleness_mean": "staleness", "async/staleness_max": "staleness", "async/staleness_0": "staleness_hist",
+    "async/staleness_1": "staleness_hist", "async/tokens_lag_0": "tokens_lag", "async/tokens_lag_1": "tokens_lag",
+    "async/partial_frac": "partial", "async/dropped_stale": "dropped_stale", "async/dropped_stale_total": "dropped_stale",
+    "async/queue_depth": "queue", "async/policy_version": "async_other", "async/engine_busy": "busy",
+    "async/trainer_busy": "busy", "timing/wait_s": "timing_other",
+    "correction/weight_mean": "correction", "correction/truncated_frac": "correction",
+    "correction/rejected_frac": "correction",
 }  # fmt: skip
 
 
@@ -82,8 +97,9 @@ def test_a_key_lands_in_the_first_panel_that_claims_it():
 
 
 def test_only_the_panels_of_parts_of_a_whole_stack():
-    # Time per step is the sum of its phases; the prompts' status fractions sum to 1.
-    assert [p.id for p in PANELS if p.stacked] == ["timing", "prompts"]
+    # Time per step is the sum of its phases; the prompts' status fractions sum to 1; an asynchronous
+    # step's rollouts (tokens) by staleness sum to those it trained on.
+    assert [p.id for p in PANELS if p.stacked] == ["timing", "staleness_hist", "tokens_lag", "prompts"]
 
 
 def test_the_prompt_status_fractions_share_the_prompts_panel():
