@@ -321,6 +321,28 @@ def place_errors(errors: dict[str, str], sections: list[tuple[str, list[FormFiel
     return placed
 
 
+def labelled_errors(errors: dict[str, str], sections: list[tuple[str, list[FormField]]]) -> list[tuple[str, str]]:
+    """The settings' errors for a page away from the form (the experiment's own page): (what the form calls
+    the field, "Generation › max new tokens" or "Model"; the message with settings named by their labels)."""
+    fields = {f.name: f for _, section in sections for f in section}
+    labels = {name: f.label for name, f in fields.items()}
+    out = []
+    for raw_key, raw_message in errors.items():
+        key = raw_key.removeprefix("config.")
+        home = _meta_home(key) or (key if key in META_LABELS else None)
+        named = _named(key, fields) if key in fields or "." in key else None
+        if home:
+            label = META_LABELS[home]
+        elif named:
+            section = named.partition(".")[0]
+            rest = key.removeprefix(named).lstrip(".").replace("_", " ")
+            label = f"{GROUP_TITLES.get(section, section)} › {fields[named].label}" + (f" › {rest}" if rest else "")
+        else:
+            label = _general_label(key)
+        out.append((label, worded(raw_message, labels)))
+    return out
+
+
 def _meta_home(key: str) -> str | None:
     """The input above the settings that an error about `key` belongs beside, or None."""
     for prefix, home in META_HOMES.items():

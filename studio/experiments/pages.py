@@ -101,9 +101,12 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
             return redirect("experiment", pk)
         return redirect("run-detail", run.pk)
     try:
-        spec, spec_errors = validate_for_team(experiment.spec_config(), experiment.team), {}
+        spec, spec_errors = validate_for_team(experiment.spec_config(), experiment.team), []
     except SpecError as exc:
-        spec, spec_errors = None, exc.errors
+        spec, spec_errors = (
+            None,
+            layout.labelled_errors(exc.errors, forms.experiment_sections(experiment.spec_config(), {})),
+        )
     runs = experiment.runs.order_by("-created")[:50]
     return render(request, "experiments/detail.html", {"experiment": experiment, "spec": spec, "runs": runs,
                   "spec_errors": spec_errors, "can_edit": can_edit,

@@ -77,6 +77,22 @@ class ErrorsBesideTheirFieldsTest(StudioTestCase):
         self.assertContains(response, f'<small class="error">folder {missing} does not exist</small></label>')
         self.assertNotContains(response, "<b>model.path</b>")
 
+    def test_the_experiments_page_names_settings_that_cannot_run_by_their_labels_not_their_paths(self):
+        self.client.force_login(self.bob)
+        page = f"/experiments/{self.experiment.pk}/"
+        config = self.experiment.config
+        Experiment.objects.filter(pk=self.experiment.pk).update(config={**config, "rollout": {"max_new_tokens": 0}})
+        response = self.client.get(page)
+        [(label, message)] = response.context["spec_errors"]
+        self.assertEqual(label, "Generation › max new tokens")
+        self.assertContains(response, f'href="/experiments/{self.experiment.pk}/edit/"')
+        self.assertNotContains(response, "<b>rollout.max_new_tokens</b>")
+        missing = self.tmp / "models" / "moved"  # saved once, then its folder moved away
+        Experiment.objects.filter(pk=self.experiment.pk).update(config=config, model_path=str(missing))
+        response = self.client.get(page)
+        self.assertEqual(response.context["spec_errors"], [("Model", f"folder {missing} does not exist")])
+        self.assertNotContains(response, "<b>model.path</b>")
+
     def test_an_error_in_a_collapsed_section_shows_beside_its_field_with_the_section_open(self):
         self.client.force_login(self.bob)
         body = {"team": self.team.pk, "name": "e", "dataset": self.dataset.pk, "rubric": self.rubric.pk,
