@@ -178,7 +178,6 @@ def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
     return out
 
 
-
 def lr_lambda(schedule: str, warmup_steps: int, total_steps: int) -> Callable[[int], float]:
     """Multiplier of the peak lr at scheduler step s: linear warm-up, then constant / linear / cosine decay."""
 
@@ -331,14 +330,16 @@ class Trainer:
         # weights and gradient reduction); a single process is not sharded and gets the same from autocast.
         alone_bf16 = self.mesh is None and spec.parallel.mixed_precision == "bf16"
         self.precision = "bfloat16" if alone_bf16 else spec.optim.precision
-        # Asynchronous rollouts (trainers.run.pipeline) sample from a copy of their own, which the trainer
-        # refreshes between the generator's requests while it trains on the policy.
+        # Asynchronous rollouts (trainers.run.pipeline) sample from weights of their own, which the trainer
+        # refreshes between the generator's requests while it trains on the policy: vLLM holds its own copy
+        # already; the transformers engine, which samples from the model object it is given, gets a whole copy.
         self.asynchronous = spec.rollout.asynchronous.runs_ahead
         self.pipeline: Pipeline[Group] | None = None  # started with the first step
         self.pipeline_rubric: Rubric | None = None  # the scorer thread's own (criteria may keep state per thread)
         self.data_lock = threading.RLock()  # the data position and curriculum: the generator draws too
+        copy_to_sample = self.asynchronous and engine_class(spec.rollout.engine).samples_from_model
         self.sampling_copy = (
-            self._shard() if self.mesh is not None else full_copy(self.model) if self.asynchronous else None
+            self._shard() if self.mesh is not None else full_copy(self.model) if copy_to_sample else None
         )
         self.pad_id = self.tokenizer.pad_token_id
         if spec.data.procedural is not None:  # generated prompts at a level the run adapts (RLVE)
@@ -407,11 +408,15 @@ class Trainer:
     def _sync_sampler(self) -> None:
         """Make the engine sample from the policy's current weights (version `step_count`). Sharded, the
         weights are gathered one tensor at a time into the whole copy or straight into vLLM: every process
-        at once. Asynchronous, they go in between two of the generator's requests."""
+        at once. Asynchronous, they go in between two of the generator's requests, and into vLLM now rather
+        than at its next request: by then the trainer is changing them, and the generator stamps the
+        version set here on what that request samples."""
         with self._sampler_to_itself():
             if self.sampling_copy is not None:
                 copy_weights_into(self.sampling_copy, export_weights(self.model))
             self.engine.update_weights(self.sampling_model)
+            if self.asynchronous:
+                self.engine.sync_weights()
             if self.pipeline is not None:
                 self.pipeline.weights_updated(self.step_count)
 
@@ -581,6 +586,7 @@ class Trainer:
     def _pipeline(self) -> Pipeline[Group]:
         """The asynchronous pipeline, started at the first step (after a resume, from the resumed weights)."""
         if self.pipeline is None:
+            self.engine.sync_weights()  # version step_count, before the generator (and the trainer) goes on
             self.pipeline_rubric = Rubric.from_spec(self.spec.rubric)
             self.pipeline = Pipeline(
                 self.spec.rollout.asynchronous, groups_per_step=self.local_prompts, version=self.step_count,

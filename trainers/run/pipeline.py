@@ -1,7 +1,7 @@
 """Asynchronous rollouts: generation runs ahead of training, feeding a bounded queue of scored groups.
 
-    generator thread:  draw prompts -> sample (the sampler's own copy of the weights, one request at a
-                       time) -> hand finished groups to the scorer -> draw more, while admission allows
+    generator thread:  draw prompts -> sample (with the sampler's own weights, one request at a time) ->
+                       hand finished groups to the scorer -> draw more, while admission allows
     scorer thread:     score each batch of finished groups as soon as it is handed over (streaming
                        rewards: a group is scored when its last completion finishes, while the rest
                        generate) -> the queue
@@ -26,6 +26,16 @@ token lags s - v. Two rules keep lags within max_staleness = S (AReaL's admissio
 Without partial rollouts one request samples whole completions for up to P groups (new weights wait for
 it to end); with them, a request samples one segment of every completion in flight (trainers.rollout.
 partial), so new weights wait at most one segment and unfinished completions go on with them.
+
+The sampler's weights: the transformers engine samples from a whole copy of the policy that the trainer
+refreshes; vLLM holds its own, and the trainer pushes each update into it inside `gate.update()` (not at
+the generator's next request, when the trainer would be changing them), so the version stamped on a
+request's tokens is the one vLLM held, and vLLM's logprobs are their behaviour logprobs. Where the
+overlap is real: the generator is a thread of the trainer's process, so with the transformers engine, or
+colocated vLLM on the trainer's one GPU, generation and training time-share that device (and Python's
+lock); the gain there is that neither waits for the other's slowest part. With the vLLM server
+(`rollout.vllm_server_url`) on a device of its own, generation runs in another process and truly
+overlaps training. vLLM samples whole completions so far: partial rollouts need the transformers engine.
 
 What it gives up: which groups a step gets depends on timing, and the generator's sampling shares
 torch's global random stream with the trainer's thread, so an asynchronous run is not bit-reproducible.

@@ -24,8 +24,9 @@ class AsyncSpec(Section):
         "sync",
         description="sync: generate, score, then train, every step in turn (exact, reproducible). async: a "
         "generator thread samples and scores groups into a queue while the trainer trains on earlier ones "
-        "(faster; tokens may come from older weights, and a rerun is not bit-identical). Transformers engine, "
-        "one process.",
+        "(faster; tokens may come from older weights, and a rerun is not bit-identical). One process. On one GPU "
+        "the generator (transformers, or colocated vLLM) time-shares the device with training; with the vLLM "
+        "server on a device of its own, generation truly overlaps training.",
     )
     max_staleness: int = Field(
         1, ge=0, le=64,
@@ -37,7 +38,8 @@ class AsyncSpec(Section):
         False,
         description="async: sample in segments of segment_tokens; new weights reach the engine between segments, "
         "and completions unfinished when a step has its groups go on with the new weights (each token records "
-        "the version that sampled it, and its own logprob). Single-turn runs without stop strings.",
+        "the version that sampled it, and its own logprob). Transformers engine, single-turn runs without stop "
+        "strings.",
     )
     segment_tokens: int = Field(
         16, ge=1, le=131072,
@@ -79,7 +81,9 @@ class RolloutSpec(Section):
         "fraction of host memory for its KV cache, sized to one rollout batch).",
     )
     vllm_sleep_during_update: bool = Field(
-        True, description="vLLM colocated: release memory during the update (GPU only; the CPU build has no sleep)."
+        True,
+        description="vLLM colocated: release memory during the update (GPU only; the CPU build has no sleep). Mode "
+        "sync only: an asynchronous run generates while it trains, so vLLM stays awake.",
     )
     vllm_enforce_eager: bool = Field(
         False, description="vLLM: no graph compilation (torch.compile, CUDA graphs): starts in seconds, samples slower."

@@ -206,8 +206,11 @@ class RunSpec(Section):
         if wanted is None and kind not in task_environments():
             return self
         if wanted != kind:
-            needs = (f"the environment {wanted!r}" if wanted else
-                     f"no environment, or one that starts from its prompt (not {kind!r}, which makes its own puzzle)")
+            needs = (
+                f"the environment {wanted!r}"
+                if wanted
+                else f"no environment, or one that starts from its prompt (not {kind!r}, which makes its own puzzle)"
+            )
             raise error_at(self, ("data", "procedural", "task"), procedural.task,
                             f"task {procedural.task!r} needs {needs}; the run's environment is {kind!r}")  # fmt: skip
         return self
@@ -223,8 +226,9 @@ class RunSpec(Section):
         if not a.runs_ahead:
             return self
         refusals = [
-            (self.rollout.engine != "transformers", ("rollout", "engine"), self.rollout.engine,
-             "the asynchronous pipeline samples with the transformers engine so far; use mode sync with vLLM"),
+            (a.partial_rollouts and self.rollout.engine != "transformers", (*where, "partial_rollouts"), True,
+             "partial rollouts sample with the transformers engine so far; with vLLM, mode async samples whole "
+             "completions"),
             (self.parallel.world_size > 1, (*where, "mode"), a.mode,
              "the asynchronous pipeline runs in one process; use mode sync with several"),
             (self.curriculum.hints, ("curriculum", "hints"), True,

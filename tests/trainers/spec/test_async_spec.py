@@ -30,10 +30,17 @@ def test_runs_are_synchronous_unless_asked_and_max_staleness_0_is_synchronous():
     assert not spec_with(rollout={"asynchronous": lockstep}).rollout.asynchronous.runs_ahead
 
 
+@pytest.mark.parametrize("vllm", [{}, {"vllm_server_url": "http://localhost:8000"}], ids=["colocated", "server"])
+def test_vllm_runs_ahead_with_whole_completions(vllm):
+    spec = spec_with(rollout={"engine": "vllm", "asynchronous": ASYNC, **vllm})
+    assert spec.rollout.asynchronous.runs_ahead and not spec.rollout.asynchronous.partial_rollouts
+
+
 @pytest.mark.parametrize(
     ("sections", "field", "says"),
     [
-        ({"rollout": {"engine": "vllm", "asynchronous": ASYNC}}, "rollout.engine", "transformers engine"),
+        ({"rollout": {"engine": "vllm", "asynchronous": {**ASYNC, "partial_rollouts": True}}},
+         "rollout.asynchronous.partial_rollouts", "whole completions"),
         ({"rollout": {"asynchronous": ASYNC}, "parallel": {"procs_per_node": 2}}, "rollout.asynchronous.mode", "one process"),
         ({"rollout": {"asynchronous": ASYNC}, "curriculum": {"hints": True}, "data": {"path": "d.jsonl", "answer_field": "answer"}},
          "curriculum.hints", "mode sync"),
@@ -41,7 +48,7 @@ def test_runs_are_synchronous_unless_asked_and_max_staleness_0_is_synchronous():
          "rollout.asynchronous.partial_rollouts", "stop string"),
         ({"rollout": {"asynchronous": {"over_provision": 1.5}}}, "rollout.asynchronous.over_provision", "partial_rollouts"),
     ],
-    ids=["vllm", "several processes", "hints", "partial with stop strings", "over-provisioning alone"],
+    ids=["partial with vllm", "several processes", "hints", "partial with stop strings", "over-provisioning alone"],
 )  # fmt: skip
 def test_it_refuses_what_the_pipeline_cannot_run_under_the_field_to_change(sections, field, says):
     errs = errors_of(**sections)

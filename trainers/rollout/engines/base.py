@@ -63,6 +63,11 @@ class RolloutEngine:
         Every process calls it after each update: for a sharded model (trainers.sharding) the
         weights must be gathered now, together, not when this process next generates."""
 
+    def sync_weights(self) -> None:
+        """Take the weights of the model last given to `update_weights` now, if the engine would
+        otherwise read them at its next generation (vLLM pushes lazily). The asynchronous pipeline
+        calls it between the generator's requests: by the next one the trainer is changing them."""
+
     def state_dict(self) -> dict[str, Any]:
         """Random state the engine keeps outside torch's global generator (for resume)."""
         return {}
@@ -76,5 +81,3 @@ class RolloutEngine:
 
 class EngineUnavailable(RuntimeError):
     """The engine named in the spec cannot run here (module or dependency missing)."""
-
-

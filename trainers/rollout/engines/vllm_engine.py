@@ -9,7 +9,10 @@ Two modes, chosen by the spec:
   `rollout.vllm_gpu_memory_utilization` of the memory and, with `rollout.vllm_sleep_during_update`,
   sleeps after each generation (level 1: weights backed up to CPU, KV cache freed) so the update
   has the memory, waking the weights, then the KV cache, before the next. The CPU build has no
-  sleep mode and stays awake. LoRA adapters are merged on the way (see `vllm_weights`).
+  sleep mode and stays awake, and so does an asynchronous run (`rollout.asynchronous`): generation
+  and training overlap there, so the device must hold both at once, and the memory vLLM released
+  between two requests would be the trainer's when it woke. LoRA adapters are merged on the way
+  (see `vllm_weights`).
 - server (`rollout.vllm_server_url`): a separate OpenAI-compatible vLLM server; weights
   are pushed over HTTP (see `vllm_server`).
 
@@ -51,7 +54,7 @@ def engine_kwargs(spec: RunSpec, *, on_gpu: bool = True) -> dict[str, Any]:
         "dtype": spec.model.dtype,
         "trust_remote_code": spec.model.trust_remote_code,
         "gpu_memory_utilization": spec.rollout.vllm_gpu_memory_utilization,
-        "enable_sleep_mode": spec.rollout.vllm_sleep_during_update and on_gpu,
+        "enable_sleep_mode": sleeps_during_update(spec) and on_gpu,
         "enforce_eager": spec.rollout.vllm_enforce_eager,
         "max_model_len": context_tokens(spec),
         "seed": spec.optim.seed,
@@ -65,6 +68,12 @@ def engine_kwargs(spec: RunSpec, *, on_gpu: bool = True) -> dict[str, Any]:
         # One vLLM per training rank on that rank's GPU (torchrun), as TRL's colocate mode does.
         kwargs["distributed_executor_backend"] = "external_launcher"
     return kwargs
+
+
+def sleeps_during_update(spec: RunSpec) -> bool:
+    """Whether a colocated engine sleeps between generations: asked for, and the run synchronous (an
+    asynchronous run generates while it trains; see the module doc)."""
+    return spec.rollout.vllm_sleep_during_update and not spec.rollout.asynchronous.runs_ahead
 
 
 def context_tokens(spec: RunSpec) -> int:
@@ -98,7 +107,7 @@ def build_llm(spec: RunSpec) -> Any:
     on_gpu = current_platform.is_cuda_alike()
     if not on_gpu and not current_platform.is_cpu():
         raise EngineUnavailable(f"rollout.engine='vllm' runs on CUDA or CPU; this vLLM targets {current_platform}")
-    if not on_gpu and spec.rollout.vllm_sleep_during_update:
+    if not on_gpu and sleeps_during_update(spec):
         log.info("vLLM's CPU backend has no sleep mode; the engine stays awake during updates")
     kwargs = engine_kwargs(spec, on_gpu=on_gpu)
     if not on_gpu:
@@ -279,9 +288,7 @@ class VLLMEngine(RolloutEngine):
         if spec.rollout.vllm_server_url:
             self.backend: ColocatedVLLM | ServerVLLM = ServerVLLM(VLLMServerClient(spec.rollout.vllm_server_url))
         else:
-            self.backend = ColocatedVLLM(
-                build_llm(spec), sleep_between_generations=spec.rollout.vllm_sleep_during_update
-            )
+            self.backend = ColocatedVLLM(build_llm(spec), sleep_between_generations=sleeps_during_update(spec))
         # vLLM loaded spec.model.path; the policy may differ already (LoRA, resumed checkpoint).
         self.pending_model: Any | None = None
         self.update_weights(model)

@@ -70,6 +70,12 @@ def test_on_vllms_cpu_backend_sleep_mode_is_off_whatever_the_spec_says(tmp_path)
     assert engine_kwargs(make_spec(tmp_path, vllm_sleep_during_update=True), on_gpu=False)["enable_sleep_mode"] is False
 
 
+def test_an_asynchronous_run_keeps_vllm_awake_it_generates_while_the_trainer_trains(tmp_path):
+    asynchronous = make_spec(tmp_path, vllm_sleep_during_update=True, asynchronous={"mode": "async"})
+    assert engine_kwargs(asynchronous)["enable_sleep_mode"] is False
+    assert engine_kwargs(make_spec(tmp_path, vllm_sleep_during_update=True))["enable_sleep_mode"] is True
+
+
 def test_each_torchrun_rank_gets_its_own_in_process_vllm(tmp_path, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert engine_kwargs(make_spec(tmp_path))["distributed_executor_backend"] == "external_launcher"
