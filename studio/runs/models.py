@@ -128,13 +128,11 @@ class Run(models.Model):
         rule the run page, the runs lists and the API offer actions by, and the services (studio.runs.
         lifecycle) refuse by. Whether a user may act at all is their role's (editors and owners).
 
-        resume: a finished training run with a checkpoint of its own, or the one it resumed from, that is
-        not at the run's last step (a run resumed from there would have nothing to train); evaluate: a run
-        with a checkpoint; clone: a run whose experiment still exists (it holds the
+        resume: a finished training run with a checkpoint of its own, or the one it resumed from;
+        evaluate: a run with a checkpoint; clone: a run whose experiment still exists (it holds the
         dataset and rubric the settings name); cancel (Stop): queued or running, and not already asked.
-        Reads the run's newest checkpoint step (one query, unless `with_action_facts` annotated it)."""
-        newest = self.newest_checkpoint_step
-        has_checkpoint = newest is not None
+        Reads whether the run has a checkpoint (one query, unless `with_action_facts` annotated it)."""
+        has_checkpoint = self.has_checkpoint
         started_from = (self.spec.get("checkpoint") or {}).get("resume_from") if isinstance(self.spec, dict) else None
         resume = ""
         if self.kind != "train":
@@ -143,9 +141,6 @@ class Run(models.Model):
             resume = f"run is {self.state}; cancel it or wait for it to end before resuming"
         elif not has_checkpoint and (not started_from or started_from == "latest"):
             resume = "run has no checkpoint to resume from"
-        elif has_checkpoint and 0 < self.total_steps <= newest:
-            resume = (f"its newest checkpoint is its last step ({newest} of {self.total_steps}): nothing is left "
-                      "to train; clone it with more steps to train longer")  # fmt: skip
         cancel = ""
         if self.state not in (QUEUED, RUNNING):
             cancel = f"run is {self.state}; only queued or running runs can be cancelled"
@@ -165,16 +160,9 @@ class Run(models.Model):
         return [name for name, why in self.action_refusals().items() if not why]
 
     @property
-    def newest_checkpoint_step(self) -> int | None:
-        """The step of the run's newest checkpoint, None without one (annotated by with_action_facts and
-        the runs lists, else one query)."""
-        if hasattr(self, "checkpoint_step"):
-            return self.checkpoint_step
-        return self.checkpoints.aggregate(step=models.Max("step"))["step"]
-
-    @property
     def has_checkpoint(self) -> bool:
-        return self.newest_checkpoint_step is not None
+        annotated = getattr(self, "checkpointed", None)  # with_action_facts
+        return bool(annotated) if annotated is not None else self.checkpoints.exists()
 
     @property
     def scoring_failed(self) -> list[dict[str, Any]]:
@@ -449,7 +437,6 @@ class RunRestart(models.Model):
 
 
 def with_action_facts(runs: models.QuerySet) -> models.QuerySet:
-    """`runs` annotated with what Run.action_refusals reads (each one's newest checkpoint step): a list of
+    """`runs` annotated with what Run.action_refusals reads (whether each has a checkpoint): a list of
     runs offers their actions without a query per run."""
-    newest = Checkpoint.objects.filter(run=models.OuterRef("pk")).order_by("-step").values("step")[:1]
-    return runs.annotate(checkpoint_step=models.Subquery(newest))
+    return runs.annotate(checkpointed=models.Exists(Checkpoint.objects.filter(run=models.OuterRef("pk"))))
