@@ -142,5 +142,13 @@ class LiveStudio:
         page.get_by_role("button", name="Sign in").click()
         page.wait_for_url(re.compile(r".*/$"))
 
+    def signed_in_page(self, browser, user: str, password: str, width: int = 1366, height: int = 900):
+        """(a new page in a context of its own, signed in as `user`; the list its page errors land in)."""
+        page = browser.new_context(viewport={"width": width, "height": height}).new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda err: errors.append(str(err)))
+        self.sign_in(page, user, password)
+        return page, errors
+
     def logs(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in self.folder.glob("*.log"))

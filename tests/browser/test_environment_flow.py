@@ -73,12 +73,7 @@ def expect_conversation(episode, first_messages_shown: bool = True) -> None:
 
 def test_an_agent_environment_is_made_tried_and_trained_with_its_turns_readable(browser, studio, files, tmp_path):
     base = studio.base_url
-    context = browser.new_context(viewport={"width": 1366, "height": 900})
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda err: errors.append(str(err)))
-
-    studio.sign_in(page, USER, PASSWORD)
+    page, errors = studio.signed_in_page(browser, USER, PASSWORD)
 
     page.goto(f"{base}/datasets/")
     page.get_by_label("Name").fill("sums")
@@ -146,7 +141,7 @@ def test_an_agent_environment_is_made_tried_and_trained_with_its_turns_readable(
     page.screenshot(path=str(tmp_path / "agent-run-inspector.png"))
 
     assert not errors, errors
-    context.close()
+    page.context.close()
 
 
 MULTI_LINE_PROMPT = (
@@ -158,11 +153,7 @@ def test_a_multi_line_tools_prompt_and_tool_names_survive_a_save(browser, studio
     """The tools prompt is a textarea that keeps its line breaks, and "calculator" is short for the
     tools list [{"kind": "calculator"}] (issue 27)."""
     base = studio.base_url
-    context = browser.new_context(viewport={"width": 1366, "height": 900})
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda err: errors.append(str(err)))
-    studio.sign_in(page, USER, PASSWORD)
+    page, errors = studio.signed_in_page(browser, USER, PASSWORD)
 
     page.goto(f"{base}/environments/new/")
     page.locator("input[name=name]").fill("multi-line prompt")
@@ -179,4 +170,4 @@ def test_a_multi_line_tools_prompt_and_tool_names_survive_a_save(browser, studio
         {"kind": "calculator", "params": {}}
     ]
     assert not errors, errors
-    context.close()
+    page.context.close()

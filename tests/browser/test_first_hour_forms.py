@@ -35,14 +35,10 @@ def studio(tmp_path_factory):
 
 @pytest.fixture
 def page(browser, studio):
-    context = browser.new_context(viewport={"width": 1366, "height": 900})
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda err: errors.append(str(err)))
-    studio.sign_in(page, USER, PASSWORD)
+    page, errors = studio.signed_in_page(browser, USER, PASSWORD)
     yield page
     assert not errors, errors
-    context.close()
+    page.context.close()
 
 
 def cost(page, part: str) -> str:

@@ -67,12 +67,7 @@ def calculator_model(studio, tmp_path_factory):
 
 
 def signed_in(browser, studio, width=1366):
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda err: errors.append(str(err)))
-    studio.sign_in(page, USER, PASSWORD)
-    return page, errors
+    return studio.signed_in_page(browser, USER, PASSWORD, width=width)
 
 
 def tools_json(page):
