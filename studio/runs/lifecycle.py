@@ -44,6 +44,7 @@ from studio.runs.models import (
     Run,
     RunRestart,
 )
+from trainers.run.checkpoint_folders import step_of
 from trainers.spec.run import CheckpointSpec
 
 ACTIVE = (QUEUED, RUNNING)
@@ -163,8 +164,7 @@ def resume_point(run: Run) -> tuple[str | None, int]:
 
 def _step_of_folder(path: str) -> int:
     """The step a checkpoint folder is named for (trainers.run.checkpoint writes `step-N`); 0 if not."""
-    name = path.rstrip("/").rsplit("/", 1)[-1]
-    return int(name[5:]) if name.startswith("step-") and name[5:].isdigit() else 0
+    return step_of(path.rstrip("/").rsplit("/", 1)[-1]) or 0
 
 
 def evaluate_checkpoint(run: Run, user) -> Run:

@@ -2,6 +2,7 @@
 
 - `loop`        `train(spec, reporter, should_stop)`: the steps of a run (`Trainer`)
 - `checkpoint`  saving and resuming a run's whole state
+- `checkpoint_folders`  the `step-N` folder names, torch-free (the studio reads them)
 - `validation`  held-out prompts scored during training (val/ curves)
 - `evaluate`    a checkpoint scored on a dataset, without training
 - `records`     an episode as the `Reporter` receives it (`episode_rollout`)

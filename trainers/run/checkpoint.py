@@ -36,7 +36,6 @@ nodes must share the filesystem that holds output_dir.
 from __future__ import annotations
 
 import random
-import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import torch
 
+from trainers.run.checkpoint_folders import folder_name, step_of
 from trainers.run.seeding import seed_everything
 from trainers.sharded_state import (
     SHARDS_DIR,
@@ -80,7 +80,6 @@ class TrainerState(Protocol):
 
 STATE_FILE = "trainer_state.pt"
 RANKS_DIR = "ranks"
-_STEP_DIR = re.compile(r"step-(\d+)")
 
 
 class CheckpointError(ValueError):
@@ -96,9 +95,7 @@ def list_checkpoints(output_dir: str | Path) -> list[Path]:
     root = checkpoints_root(output_dir)
     if not root.is_dir():
         return []
-    found = [
-        (int(m.group(1)), p) for p in root.iterdir() if (m := _STEP_DIR.fullmatch(p.name)) and (p / STATE_FILE).exists()
-    ]
+    found = [(step, p) for p in root.iterdir() if (step := step_of(p.name)) is not None and (p / STATE_FILE).exists()]
     return [p for _, p in sorted(found)]
 
 
@@ -182,7 +179,7 @@ def save_checkpoint(trainer: TrainerState, *, final: bool = False) -> Path:
     checkpoint (`final`, or the run's last step) is also exported as a transformers folder."""
     spec = trainer.spec.checkpoint
     rank, world = _place()
-    done = checkpoints_root(spec.output_dir) / f"step-{trainer.step_count}"
+    done = checkpoints_root(spec.output_dir) / folder_name(trainer.step_count)
     tmp = done.with_name(done.name + ".tmp")
     if rank == 0:
         shutil.rmtree(tmp, ignore_errors=True)
