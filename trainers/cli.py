@@ -18,7 +18,7 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import ValidationError
@@ -30,6 +30,9 @@ from trainers.pretrained import PACKAGED, SMOLLM2, PretrainedError, install
 from trainers.report import Rollout
 from trainers.rewards.rubric import score_pairs
 from trainers.spec import RunSpec, apply_preset, validation_errors
+
+if TYPE_CHECKING:
+    from trainers.distributed import DistInfo
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_STOPPED = 0, 1, 2, 130
 
@@ -182,10 +185,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         result = train(spec, reporter, stop)
     finally:
         reporter.close()
-    print(
-        json.dumps({"status": result.status, "steps": result.steps, "checkpoint": result.checkpoint, **result.metrics})
-    )
+    head = {"status": result.status, "steps": result.steps, "checkpoint": result.checkpoint}
+    print_summary(dist_info(), head, result.metrics)
     return EXIT_STOPPED if result.status == "cancelled" else EXIT_OK
+
+
+def print_summary(info: DistInfo, head: dict[str, Any], metrics: dict[str, Any]) -> None:
+    """Print a run's one-line JSON summary. Under torchrun every process shares the caller's stdout: the main
+    process prints the whole summary and each other one a short line with its rank, each line written at once
+    (print() writes the text and its newline apart, so two processes' lines could run together), and a short
+    line stays under the pipe's atomic write size (4 KiB) however many metrics the run reports."""
+    if info.enabled:
+        head = {"rank": info.rank, **head}
+    line = json.dumps({**head, **metrics} if info.is_main else head)
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

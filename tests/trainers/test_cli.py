@@ -1,6 +1,7 @@
 """The CLI as a user runs it: `python -m trainers ...` in a subprocess."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,9 +13,14 @@ from trainers.demos.demo import demo_spec, make_demo_dataset
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+def cli(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "trainers", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "trainers", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -147,12 +153,16 @@ def test_run_refuses_a_spec_spanning_several_nodes(tiny_model_path, tmp_path):
 
 def test_run_with_two_procs_per_node_trains_on_two_processes(tiny_model_path, tmp_path):
     """`--procs-per-node 2`: torchrun's two processes train the model sharded between them; rank 0 writes the
-    metrics and the checkpoint, and each process prints its summary."""
+    metrics and the checkpoint and prints the whole summary, and the other process a line with its rank. The
+    run is made with Python's stdout unbuffered (as CI may have it), where print() writes a line's text and its
+    newline apart and two processes' lines could run together."""
     spec = write_spec(tmp_path / "spec.yaml", small_config(tiny_model_path, tmp_path))
-    done = cli("run", str(spec), "--quiet", "--procs-per-node", "2")
+    done = cli("run", str(spec), "--quiet", "--procs-per-node", "2", env={"PYTHONUNBUFFERED": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
-    summaries = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert [s["status"] for s in summaries] == ["succeeded", "succeeded"]
+    summaries = {s["rank"]: s for s in (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))}
+    assert sorted(summaries) == [0, 1]
+    assert [summaries[rank]["status"] for rank in (0, 1)] == ["succeeded", "succeeded"]
+    assert "timing/step_s" in summaries[0] and "timing/step_s" not in summaries[1]
     metrics = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]
     assert (tmp_path / "out" / "checkpoints" / "step-2").is_dir()
