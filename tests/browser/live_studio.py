@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from launcher.processes import Children, free_port, start_embedded_redis
+from launcher.processes import ROOT, Children, free_port, start_embedded_redis
+from tests.migrated import migrate
 
-ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -75,7 +75,7 @@ class LiveStudio:
             PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
             PYTHONUNBUFFERED="1",
         )
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=self.env, check=True)
+        migrate(self.env)
         daphne_log = self.folder / "daphne.log"
         daphne = self.spawn(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "studio.asgi:application"],

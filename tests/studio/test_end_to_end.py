@@ -25,6 +25,7 @@ import pytest
 from websockets.sync.client import connect
 
 from launcher.processes import ROOT, free_port
+from tests.passes import database_independent
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 PASSWORD = "e2e-password-123"
@@ -263,6 +264,7 @@ def rss_mib(pid: int) -> float:
     return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))) / 1024
 
 
+@database_independent
 def test_a_vllm_run_on_the_worker_samples_the_trained_policy_and_gives_its_memory_back(studio):
     """rollout.engine = vllm (the CPU build here) inside the Celery prefork child that runs trainings.
     Ten steps, each pushing its update to vLLM: the gap at every step says vLLM samples the policy being

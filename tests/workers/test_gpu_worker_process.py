@@ -8,7 +8,6 @@ import signal
 import socket
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 
 from launcher.processes import Children, start_embedded_redis
 from launcher.studio import worker_argv
+from tests.migrated import migrate
 from tests.passes import first_pass_only
 
 pytestmark = first_pass_only
@@ -61,7 +61,7 @@ def test_a_gpu_worker_reports_itself_pins_its_pool_and_says_when_it_stops(tmp_pa
     log = tmp_path / "worker.log"
     worker = None
     try:
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+        migrate(env)
         worker = subprocess.Popen(
             worker_argv("gpu", 2, "gpu-test@%h"), cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT
         )

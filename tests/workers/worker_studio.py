@@ -17,10 +17,10 @@ from typing import Any
 
 import psutil
 
-from launcher.processes import Children, start_embedded_redis
+from launcher.processes import ROOT, Children, start_embedded_redis
 from launcher.studio import worker_argv
+from tests.migrated import migrate
 
-ROOT = Path(__file__).resolve().parents[2]
 RUN_COLUMNS = ("state", "error", "last_step", "placement", "started", "finished", "heartbeat")
 
 
@@ -95,7 +95,7 @@ def studio_with_worker(folder: Path, hostname: str, overrides: dict[str, Any],
                     REDIS_URL=start_embedded_redis(children, folder), **(env or {}))  # fmt: skip
     studio = Studio(folder, full_env, folder / "worker.log", overrides)
     try:
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=full_env, check=True)
+        migrate(full_env)
         studio.start_worker(hostname)
         yield studio
     finally:

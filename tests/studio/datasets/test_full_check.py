@@ -6,8 +6,10 @@ from __future__ import annotations
 import io
 import json
 import time
+from contextlib import contextmanager
 
 import pytest
+from django.db import connection
 from django.test import override_settings
 
 from studio.datasets import checks
@@ -35,13 +37,30 @@ def upload(api, user, team, name: str, content: bytes, **fields):
     return api.post("/api/datasets/", {"team": team.pk, "name": name, "file": file, **fields}, format="multipart")
 
 
+@contextmanager
+def reads_without_table_locks():
+    """Under SQLite's in-memory test database (shared cache) a table read-lock held by this thread's poll
+    makes the worker's write fail at once with "table is locked" (SQLITE_LOCKED: no busy timeout applies);
+    a database file, as the studio uses, would make it wait. read_uncommitted takes no read-locks. A no-op
+    on PostgreSQL."""
+    sqlite = connection.vendor == "sqlite"
+    if sqlite:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA read_uncommitted = 1")
+    try:
+        yield
+    finally:
+        if sqlite:
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA read_uncommitted = 0")
+
+
 def wait_until_checked(dataset_id: int, timeout: float = 60) -> Dataset:
     deadline = time.monotonic() + timeout
-    while (dataset := Dataset.objects.get(pk=dataset_id)).status == CHECKING:
-        assert time.monotonic() < deadline, f"still checking after {timeout} s: {dataset.status_detail}"
-        # Not too often: under SQLite's in-memory test database (shared cache) a read here can make
-        # the worker's write fail with "table is locked" rather than wait.
-        time.sleep(0.5)
+    with reads_without_table_locks():
+        while (dataset := Dataset.objects.get(pk=dataset_id)).status == CHECKING:
+            assert time.monotonic() < deadline, f"still checking after {timeout} s: {dataset.status_detail}"
+            time.sleep(0.1)
     return dataset
 
 

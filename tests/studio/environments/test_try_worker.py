@@ -16,11 +16,14 @@ import pytest
 
 from launcher.processes import Children, start_embedded_redis
 from launcher.studio import worker_argv
+from tests.migrated import migrate
+from tests.passes import first_pass_only
 from tests.studio.environment_kind import CONFIG
 from tests.studio.rubrics.test_try_timeout import worker_online
 from trainers.rollout.environments.kinds import ENVIRONMENTS
 
 ROOT = Path(__file__).resolve().parents[3]
+pytestmark = first_pass_only  # its worker's studio is a SQLite file and a Redis of its own
 TURN_KEYS = {"text", "num_tokens", "finish_reason", "tool_calls", "observation", "observation_tokens", "reward",
              "reason", "advantage", "answered"}  # fmt: skip
 CALCULATOR = {"kind": "tools", "params": {"tools": [{"kind": "calculator"}]}, "max_turns": 2, "max_turn_tokens": 12}
@@ -29,9 +32,6 @@ TRY_IT = """
 import json, sys, django
 django.setup()
 from studio.environments.trying import TryError, try_environment
-from tests.passes import first_pass_only
-
-pytestmark = first_pass_only
 config, model = json.loads(sys.argv[1]), {"model_path": sys.argv[2], "checkpoint": None}
 try:
     print(json.dumps(try_environment(config, model, [{"prompt": "What is 6*7?", "answer": "42"}], 2, timeout_s=120)))
@@ -80,7 +80,7 @@ def test_try_it_through_a_real_worker_returns_the_episodes(tiny_model, tmp_path)
     log = tmp_path / "worker.log"
     worker = None
     try:
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+        migrate(env)
         worker = subprocess.Popen(worker_argv("default", 1, "default-test@%h"), cwd=ROOT, env=env,
                                   stdout=log.open("w"), stderr=subprocess.STDOUT)  # fmt: skip
         deadline = time.monotonic() + 60

@@ -21,8 +21,11 @@ import pytest
 
 from launcher.processes import Children, start_embedded_redis
 from launcher.studio import worker_argv
+from tests.migrated import migrate
+from tests.passes import first_pass_only
 
 ROOT = Path(__file__).resolve().parents[3]
+pytestmark = first_pass_only  # its worker's studio is a SQLite file and a Redis of its own
 HANGS = "def score(prompt, completion, **f):\n    while True:\n        pass\n"
 
 # Tried for 3 s: a rubric whose python criterion hangs (its own limit is 8 s).
@@ -33,9 +36,6 @@ TRY_IT = """
 import json, sys, time, django
 django.setup()
 from studio.rubrics.scoring import TryError, try_rubric
-from tests.passes import first_pass_only
-
-pytestmark = first_pass_only
 started = time.monotonic()
 try:
     try_rubric(json.loads(sys.argv[1]), [{"prompt": "p", "completion": "c"}], timeout_s=3)
@@ -71,7 +71,7 @@ def test_a_timed_out_try_names_the_running_criterion_or_says_no_worker_serves_th
     log = tmp_path / "worker.log"
     worker = None
     try:
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+        migrate(env)
         worker = subprocess.Popen(worker_argv("default", 1, "default-test@%h"), cwd=ROOT, env=env,
                                   stdout=log.open("w"), stderr=subprocess.STDOUT)  # fmt: skip
         deadline = time.monotonic() + 60
