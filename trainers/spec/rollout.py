@@ -63,6 +63,15 @@ class RolloutSpec(Section):
     """Generation: engine, sampling parameters and response length."""
 
     engine: Literal["transformers", "vllm"] = Field("transformers", description="Generation back-end.")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = Field(
+        None,
+        description="Colocated vLLM: the dtype it samples in; empty: model.dtype. Training keeps model.dtype, so "
+        "bfloat16 here samples faster where the device computes bfloat16 natively (GPUs from Ampere on, CPUs with "
+        "AVX512-BF16 or AMX) while updates stay float32; elsewhere it is slower. auto: bfloat16 on such a device, "
+        "model.dtype on others (decided where the run starts). The sampler then differs a little from the policy "
+        "trained (rollout/logprob_gap): pair it with an off-policy correction (algorithm.correction, e.g. 'tis'). "
+        "The transformers engine samples with the trained model, in its dtype.",
+    )
     max_new_tokens: int = Field(
         64, ge=1, le=131072,
         description="Tokens the model may sample in one turn: the whole completion without an environment; in an "

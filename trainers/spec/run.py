@@ -165,6 +165,14 @@ class RunSpec(Section):
             raise ValueError(f"algorithm.dual_clip_c applies to policy_loss 'ppo_clip' only, not {a.policy_loss!r}")
         if self.rollout.engine == "transformers" and self.rollout.vllm_server_url:
             raise ValueError("rollout.vllm_server_url is only used with engine='vllm'")
+        if self.rollout.engine == "transformers" and self.rollout.dtype not in (None, "auto", self.model.dtype):
+            raise error_at(self, ("rollout", "dtype"), self.rollout.dtype,
+                           f"the transformers engine samples with the trained model, in model.dtype "
+                           f"({self.model.dtype}): a sampling dtype of its own needs engine 'vllm'")  # fmt: skip
+        if self.rollout.vllm_server_url and self.rollout.dtype not in (None, "auto"):
+            raise error_at(self, ("rollout", "dtype"), self.rollout.dtype,
+                           "a separate vLLM server samples in the dtype it was started with (its --dtype); "
+                           "leave rollout.dtype empty (or auto) with rollout.vllm_server_url")  # fmt: skip
         c, prompts = self.curriculum, self.optim.prompts_per_step
         if (
             c.budget == "knapsack"

@@ -227,3 +227,16 @@ def test_logprob_chunking_and_precision_have_defaults_bounds_and_choices():
     )
     message = errors_of({**BASE, "optim": {"precision": "float16"}})["optim.precision"]
     assert "float32" in message and "bfloat16" in message
+
+
+def test_a_sampling_dtype_of_its_own_needs_colocated_vllm():
+    vllm = RunSpec.model_validate({**BASE, "rollout": {"engine": "vllm", "dtype": "bfloat16"}})
+    assert (vllm.rollout.dtype, vllm.model.dtype) == ("bfloat16", "float32")
+    errs = errors_of({**BASE, "rollout": {"dtype": "bfloat16"}})
+    assert "needs engine 'vllm'" in errs["rollout.dtype"]
+    RunSpec.model_validate({**BASE, "rollout": {"dtype": "float32"}})  # the model's own dtype says nothing new
+    server = {"engine": "vllm", "dtype": "bfloat16", "vllm_server_url": "http://10.0.0.5:8000"}
+    assert "the dtype it was started with" in errors_of({**BASE, "rollout": server})["rollout.dtype"]
+    # auto is decided where the run starts, and means the model's dtype wherever the engine has no choice
+    for rollout in ({"dtype": "auto"}, {**server, "dtype": "auto"}):
+        RunSpec.model_validate({**BASE, "rollout": rollout})

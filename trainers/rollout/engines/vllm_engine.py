@@ -54,7 +54,7 @@ def engine_kwargs(spec: RunSpec, *, on_gpu: bool = True) -> dict[str, Any]:
     `on_gpu=False` is vLLM's CPU backend: no sleep mode there."""
     kwargs: dict[str, Any] = {
         "model": spec.model.path,
-        "dtype": spec.model.dtype,
+        "dtype": sampling_dtype(spec),
         "trust_remote_code": spec.model.trust_remote_code,
         "gpu_memory_utilization": spec.rollout.vllm_gpu_memory_utilization,
         "enable_sleep_mode": sleeps_during_update(spec) and on_gpu,
@@ -71,6 +71,24 @@ def engine_kwargs(spec: RunSpec, *, on_gpu: bool = True) -> dict[str, Any]:
         # One vLLM per training rank on that rank's GPU (torchrun), as TRL's colocate mode does.
         kwargs["distributed_executor_backend"] = "external_launcher"
     return kwargs
+
+
+def sampling_dtype(spec: RunSpec) -> str:
+    """The dtype a colocated engine samples in: rollout.dtype, the model's when empty, and for auto bfloat16
+    where this machine computes it natively (`native_bfloat16`), the model's elsewhere."""
+    chosen = spec.rollout.dtype
+    if chosen == "auto":
+        return "bfloat16" if native_bfloat16() else spec.model.dtype
+    return chosen or spec.model.dtype
+
+
+def native_bfloat16() -> bool:
+    """Whether the device a colocated engine runs on computes bfloat16 matmuls natively: a GPU that supports it
+    (Ampere on), or a CPU with AVX512-BF16 or AMX. On others (an AVX2 CPU) bfloat16 is emulated and samples
+    slower than float32 (bench/agent_demo_speed.py)."""
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
 
 
 def sleeps_during_update(spec: RunSpec) -> bool:
@@ -95,6 +113,13 @@ def supported_kwargs(kwargs: dict[str, Any], known: Iterable[str]) -> dict[str, 
     return {k: v for k, v in kwargs.items() if k in known}
 
 
+def vllm_on_gpu() -> bool:
+    """Whether the installed vLLM runs on a GPU (the CUDA or ROCm build), not its CPU build. Imports vLLM."""
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cuda_alike()
+
+
 def build_llm(spec: RunSpec) -> Any:
     """A colocated `vllm.LLM` for the spec's model, on the GPU, or on the CPU with vLLM's CPU build."""
     reason = vllm_unavailable_reason()
@@ -112,7 +137,7 @@ def build_llm(spec: RunSpec) -> Any:
     checked = hub_checked(source) if from_hub else source
     if checked != source:  # the Hub cache's copy: vLLM and the memory estimate read that folder
         spec = spec.model_copy(update={"model": spec.model.model_copy(update={"path": checked})})
-    on_gpu = current_platform.is_cuda_alike()
+    on_gpu = vllm_on_gpu()
     if not on_gpu and not current_platform.is_cpu():
         raise EngineUnavailable(f"rollout.engine='vllm' runs on CUDA or CPU; this vLLM targets {current_platform}")
     if not on_gpu and sleeps_during_update(spec):
@@ -174,7 +199,7 @@ def cpu_kv_cache_bytes(spec: RunSpec, host_memory: int | None = None) -> int:
     text = config.get_text_config()
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
     kv_heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
-    itemsize = torch.empty((), dtype=getattr(torch, spec.model.dtype)).element_size()
+    itemsize = torch.empty((), dtype=getattr(torch, sampling_dtype(spec))).element_size()
     per_token = 2 * text.num_hidden_layers * kv_heads * head_dim * itemsize  # keys and values
     tokens = spec.rollout.generation_batch_size * context_tokens(spec)
     if host_memory is None:
@@ -331,10 +356,16 @@ class VLLMEngine(RolloutEngine):
         self.seed = spec.optim.seed
         self.rank = dist_info().rank
         self.prompts_drawn = 0  # prompts generated for so far: each gets its own seed, once
+        # The dtype pushed weights are cast to on the way: a colocated engine's rollout.dtype where it is not the
+        # trainer's. A separate server gets the trainer's own (it samples in the dtype it was started with).
+        sampled_in = spec.model.dtype if spec.rollout.vllm_server_url else sampling_dtype(spec)
+        self.cast_to = getattr(torch, sampled_in) if sampled_in != spec.model.dtype else None
         if spec.rollout.vllm_server_url:
             self.backend: ColocatedVLLM | ServerVLLM = ServerVLLM(VLLMServerClient(spec.rollout.vllm_server_url))
         else:
-            self.backend = ColocatedVLLM(build_llm(spec), sleep_between_generations=sleeps_during_update(spec))
+            # The CPU build has no sleep mode: asked to sleep, it would pause its scheduler for nothing.
+            llm = build_llm(spec)
+            self.backend = ColocatedVLLM(llm, sleep_between_generations=sleeps_during_update(spec) and vllm_on_gpu())
         # vLLM loaded spec.model.path; the policy may differ already (LoRA, resumed checkpoint).
         self.pending_model: Any | None = None
         self.update_weights(model)
@@ -347,7 +378,10 @@ class VLLMEngine(RolloutEngine):
     def sync_weights(self) -> None:
         """Load the policy's current weights into vLLM now (generate does it when needed)."""
         if self.pending_model is not None:
-            self.backend.load_weights(export_weights(self.pending_model))
+            weights = export_weights(self.pending_model)
+            if self.cast_to is not None:  # vLLM would cast too, warning once per tensor on every push
+                weights = ((name, tensor.to(self.cast_to)) for name, tensor in weights)
+            self.backend.load_weights(weights)
             self.pending_model = None
 
     def generate(self, prompt_token_ids: list[list[int]], n: int, params: SamplingParams) -> list[list[Generation]]:

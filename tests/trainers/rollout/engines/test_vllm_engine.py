@@ -85,6 +85,33 @@ def test_engine_kwargs_come_from_the_spec(tmp_path):
     assert "distributed_executor_backend" not in kwargs
 
 
+def test_vllm_samples_in_the_rollout_dtype_while_the_model_trains_in_its_own(tmp_path):
+    spec = make_spec(tmp_path, dtype="bfloat16")
+    assert (engine_kwargs(spec)["dtype"], spec.model.dtype) == ("bfloat16", "float32")
+    assert engine_kwargs(make_spec(tmp_path))["dtype"] == "float32"  # empty: the model's
+
+
+@pytest.mark.parametrize(("native", "chosen"), [(True, "bfloat16"), (False, "float32")])
+def test_auto_samples_in_bfloat16_only_where_the_device_computes_it_natively(tmp_path, monkeypatch, native, chosen):
+    import trainers.rollout.engines.vllm_engine as vllm_engine
+
+    monkeypatch.setattr(vllm_engine, "native_bfloat16", lambda: native)
+    assert vllm_engine.sampling_dtype(make_spec(tmp_path, dtype="auto")) == chosen
+
+
+def test_native_bfloat16_follows_the_cpus_instructions_here():
+    import trainers.rollout.engines.vllm_engine as vllm_engine
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU machine: asked of the GPU")
+    capability = torch.backends.cpu.get_cpu_capability()  # "AVX2" on a CPU without AVX-512 (no bfloat16 units)
+    assert vllm_engine.native_bfloat16() is (
+        torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    )
+    if capability in ("AVX2", "DEFAULT"):
+        assert vllm_engine.native_bfloat16() is False
+
+
 def test_on_vllms_cpu_backend_sleep_mode_is_off_whatever_the_spec_says(tmp_path):
     assert engine_kwargs(make_spec(tmp_path, vllm_sleep_during_update=True), on_gpu=False)["enable_sleep_mode"] is False
 
@@ -477,3 +504,24 @@ def test_on_the_cpu_the_kv_cache_holds_two_rollout_batches_at_most_the_memory_sh
     spec = make_spec(tiny_model_path, generation_batch_size=64, vllm_gpu_memory_utilization=0.5)
     assert cpu_kv_cache_bytes(spec, host_memory=2**40) == 2 * 64 * (100 + 28) * 4096
     assert cpu_kv_cache_bytes(spec, host_memory=2**20) == 2**19
+
+
+def test_pushed_weights_are_cast_to_the_sampling_dtype_the_trainer_keeps_its_own(tiny_model_path, monkeypatch):
+    """rollout.dtype bfloat16 with float32 weights: a colocated vLLM receives bfloat16 tensors (it would cast
+    them itself, warning once per tensor on every push), the trainer's model is not touched, and a separate
+    server (which samples in the dtype it was started with) receives the trainer's own."""
+    import trainers.rollout.engines.vllm_engine as vllm_engine
+
+    policy = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+    llm = RecordingLLM()
+    monkeypatch.setattr(vllm_engine, "build_llm", lambda spec: llm)  # the CPU build's engine stands aside here
+    monkeypatch.setattr(vllm_engine, "vllm_on_gpu", lambda: False)
+    engine = VLLMEngine(make_spec(tiny_model_path, dtype="bfloat16"), model=policy)
+    engine.sync_weights()
+    assert llm.loaded.keys() == policy.state_dict().keys()
+    assert {t.dtype for t in llm.loaded.values()} == {torch.bfloat16}
+    assert {p.dtype for p in policy.parameters()} == {torch.float32}
+    name, weight = next(iter(policy.state_dict().items()))
+    assert torch.equal(llm.loaded[name], weight.to(torch.bfloat16))
+    served = VLLMEngine(make_spec(tiny_model_path, dtype="auto", vllm_server_url="http://127.0.0.1:9"), model=None)
+    assert served.cast_to is None
