@@ -85,7 +85,9 @@ def test_a_killed_run_process_is_resumed_at_once_from_its_newest_checkpoint(stud
     [(number, from_step, lost, checkpoint, reason)] = restarts(studio, run_id)
     assert number == 1 and from_step >= EVERY and from_step % EVERY == 0
     assert Path(checkpoint).name == f"step-{from_step}"
-    assert 0 <= lost < EVERY  # at most the steps since the last checkpoint
+    # A step's metrics are reported before its checkpoint is written (trainers/run/loop.py), so a kill in
+    # between loses that whole interval: at most EVERY steps, never more.
+    assert 0 <= lost <= EVERY
     assert reason.startswith("its process died on fault-test@"), reason
     assert ended < 10  # Celery's WorkerLostError, not the heartbeat timeout (45 s)
     assert statuses(studio, run_id)[-4:] == ["failed", "queued", "running", "succeeded"]
