@@ -85,6 +85,7 @@ from trainers.run.pipeline import Pipeline, Taken, async_metrics
 from trainers.run.records import episode_rollout
 from trainers.run.seeding import seed_everything
 from trainers.run.selection import PassTokens, Selected, StepSelector
+from trainers.run.tool_silence import ToolSilence
 from trainers.sharding import build_mesh, copy_weights_into, full_copy, full_tensor, shard_model
 from trainers.spec import DataSpec, RunSpec
 from trainers.update.batches import TokenBatch
@@ -384,6 +385,7 @@ class Trainer:
         self.last_checkpoint: str | None = None
         self.saved_at = time.monotonic()  # the clock of `every_n_minutes` starts with the run
         self.failures = FailureWatch(spec.reward.failure_warn_share, spec.reward.stop_after_failing_steps)
+        self.tool_silence = ToolSilence(spec)
         self.hinter = Hinter.from_spec(spec.curriculum, self.tokenizer) if spec.curriculum.hints else None
         if resume_dir is not None:
             checkpoint.load_trainer_state(self, resume_dir)
@@ -477,6 +479,7 @@ class Trainer:
             metrics = mean_over_processes(self.step(), self.dist)
             # From the rates averaged over processes, so every process decides the same way.
             failed = self.failures.observe(self.step_count, metrics, self.reporter)
+            self.tool_silence.observe(self.step_count, metrics, self.reporter)
             # Rollouts last: reporters may treat them as the end of the step (the worker flushes then).
             reporter.metrics(self.step_count, metrics)
             reporter.log(

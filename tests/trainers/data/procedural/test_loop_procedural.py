@@ -6,6 +6,7 @@ import pytest
 from trainers.demos.demo import demo_spec
 from trainers.report import MemoryReporter
 from trainers.run.loop import train
+from trainers.run.tool_silence import SILENT_STEPS
 from trainers.spec import RunSpec
 
 # A random tiny model rarely solves a task, so the pass rate here is "the completion holds a
@@ -105,10 +106,15 @@ def test_a_single_turn_task_runs_in_a_tools_environment_whose_calculator_answers
 
     spec = procedural_spec(tiny_model_path, tmp_path, start_difficulty=4, adapt=False)
     spec = RunSpec.model_validate({**spec.model_dump(), "environment": tools, "optim": {**spec.optim.model_dump(),
-                                   "total_steps": 1}})  # fmt: skip
+                                   "total_steps": SILENT_STEPS}})  # fmt: skip
     reporter = MemoryReporter()
     assert train(spec, reporter).status == "succeeded"
-    (_, rollouts), = reporter.rollout_batches
+    # The tiny random model never calls the calculator: the run's page is told so, once.
+    assert reporter.series("episode/tool_calls_mean") == [0.0] * SILENT_STEPS
+    assert [(step, text.split(":")[0]) for step, text in reporter.warnings if "tool" in text] == [
+        (SILENT_STEPS, f"no episode called a tool in {SILENT_STEPS} steps")
+    ]
+    _, rollouts = reporter.rollout_batches[0]
     assert len(rollouts) == 8 and all(r.turns for r in rollouts)
     for r in rollouts:
         assert r.prompt_id.startswith("L4-")
