@@ -14,7 +14,7 @@ from studio.lib.api_schema import SHARE, id_parameter
 from studio.lib.params import QueryError, number_param
 from studio.lib.team_api import query_id
 from studio.runs import api_docs as docs
-from studio.runs import episodes, exports, html_report, lifecycle, prompt_stat_query, rollout_query, texts
+from studio.runs import episodes, exports, html_report, lifecycle, prompt_stat_query, queueing, rollout_query, texts
 from studio.runs.access import readable_run
 from studio.runs.models import (
     KINDS,
@@ -43,6 +43,10 @@ class RunSerializer(serializers.ModelSerializer):
         help_text=f"What can work on the run now, of {', '.join(RUN_ACTIONS)} (cancel: the Stop button); "
         "editors and owners may do them. Run.action_refusals is the rule."
     )
+    queue = serializers.SerializerMethodField(
+        help_text="What a queued run waits behind when it says nothing itself (waiting_for): no worker on its "
+        "queue, or every place taken; empty otherwise."
+    )
     scoring_failed = ScoringFailedSerializer(
         many=True, read_only=True,
         help_text="Criteria that raised on (nearly) every rollout, tallied when the run ended: its reward says little.",
@@ -52,13 +56,16 @@ class RunSerializer(serializers.ModelSerializer):
         model = Run
         fields = ["id", "team", "experiment", "kind", "name", "state", "error", "warning", "last_step", "total_steps",
                   "cancel_requested", "restarts", "resumed_from", "resumed_at_step", "last_seq", "created", "started",
-                  "finished", "heartbeat", "worker", "placement", "waiting_for", "spec", "actions", "scoring_failed",
-                  "source"]  # fmt: skip
+                  "finished", "heartbeat", "worker", "placement", "waiting_for", "queue", "spec", "actions",
+                  "scoring_failed", "source"]  # fmt: skip
         read_only_fields = fields
 
     @extend_schema_field(serializers.ListField(child=serializers.ChoiceField(choices=RUN_ACTIONS)))
     def get_actions(self, run: Run) -> list[str]:
         return run.actions()
+
+    def get_queue(self, run: Run) -> str:
+        return queueing.waits_behind(run)
 
 
 class CheckpointSerializer(serializers.ModelSerializer):

@@ -16,7 +16,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 
 from studio.accounts import permissions as perms
 from studio.experiments.specs import SpecError, asynchrony_note
-from studio.runs import exports, lifecycle, panels, prompt_stat_query, provenance, rollout_query
+from studio.runs import exports, lifecycle, panels, prompt_stat_query, provenance, queueing, rollout_query
 from studio.runs.models import PROMPT_STATUSES, Run, RunEvent
 from studio.sharing.models import ShareLink
 
@@ -77,8 +77,9 @@ def render_run_page(request: HttpRequest, run: Run, *, role: str | None, share: 
     can_edit = perms.role_allows(role, perms.EDIT)
     # The runs it continues, drawn before its own curves; a share link shows this run's alone (it opens no other).
     lineage = [] if share else lifecycle.lineage(run)
+    queue = queueing.waits_behind(run, name_runs=share is None)  # a share link's reader sees no other run's name
     config: dict[str, Any] = {
-        "run": run.summary(),
+        "run": {**run.summary(), "queue": queue},
         "share_token": share.token if share else None,
         "can_note": can_edit,
         "can_share": can_edit,
@@ -94,7 +95,7 @@ def render_run_page(request: HttpRequest, run: Run, *, role: str | None, share: 
     facts = {} if share else {"provenance": provenance.summary(run), "repeats": provenance.repeat_differences(run),
                               "exports": exports.losses(run)}  # fmt: skip
     # An asynchronous run says that it is not bit-reproducible (its settings, not its metrics, decide).
-    context = {"run": run, "config": config, "share": share, "can_edit": can_edit, "restarts": restarts,
+    context = {"run": run, "config": config, "share": share, "can_edit": can_edit, "restarts": restarts, "queue": queue,
                "resumed": lineage[-1] if lineage else None, "asynchrony": asynchrony_note(run.spec), **facts}  # fmt: skip
     template = "share/run.html" if share else "runs/detail.html"
     return render(request, template, context)

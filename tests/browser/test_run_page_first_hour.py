@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -32,11 +33,12 @@ print(run.pk, flush=True)
 """
 
 # Starts run RUN_ID as if its model took LOAD_S seconds to load (prints "ready <start time>"), then
-# reports one step per line read ("<step>"), printing the time it reported at.
+# reports one step per line read ("<step>"), or a log line ("log <text>"), printing the time it reported at.
 STEPPER = """
 import random, sys, time
 from datetime import timedelta
 from tests.browser.synthetic_run import Run, report_step, timezone
+from studio.runs.events import record
 run_id, load_s = int(sys.argv[1]), float(sys.argv[2])
 started = timezone.now() - timedelta(seconds=load_s)
 Run.objects.filter(pk=run_id).update(state="running", started=started)
@@ -44,8 +46,27 @@ run, rng = Run.objects.get(pk=run_id), random.Random(5)
 print("ready", started.timestamp(), flush=True)
 for line in sys.stdin:
     now = time.time()
-    report_step(run, int(line), run.total_steps, rng, now)
+    if line.startswith("log "):
+        record(run_id, [("log", None, {"line": line[4:].strip()})])
+    else:
+        report_step(run, int(line), run.total_steps, rng, now)
     print(now, flush=True)
+"""
+
+# Stands for a worker on the runs' queue busy with another run (`start`), then gone (`stop`): the row a
+# worker writes when it starts (studio.fleet.models.WorkerNode); no worker process runs in this studio.
+BUSY_WORKER = """
+import sys
+from tests.browser.synthetic_run import Run
+from studio.fleet.models import WorkerNode
+source = Run.objects.order_by("pk").first()
+if sys.argv[1] == "start":
+    WorkerNode.record_start("busy@host", ["gpu"], [], 1)
+    Run.objects.create(team=source.team, name="ahead", spec=source.spec, state="running", worker="busy@host",
+                       total_steps=source.total_steps, created_by=source.created_by)
+else:
+    WorkerNode.record_stop("busy@host")
+    Run.objects.filter(name="ahead").update(state="succeeded")
 """
 
 
@@ -61,6 +82,27 @@ def new_run(studio, name: str, state: str = "queued") -> int:
     )
     assert done.returncode == 0, done.stderr
     return int(done.stdout)
+
+
+@contextmanager
+def stepping(studio, run_id: int, load_s: float):
+    """STEPPER on run `run_id`, started as if its model took `load_s` to load: yields (`send(line)`, which
+    reports a step ("<step>") or a log line ("log <text>") and returns the time it reported at; the run's start)."""
+    stepper = subprocess.Popen([sys.executable, "-c", STEPPER, str(run_id), str(load_s)], cwd=ROOT, env=studio.env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+
+    def send(line: str) -> float:
+        stepper.stdin.write(line + "\n")
+        stepper.stdin.flush()
+        return float(stepper.stdout.readline())
+
+    try:
+        ready, started = stepper.stdout.readline().split()
+        assert ready == "ready"
+        yield send, float(started)
+    finally:
+        stepper.stdin.close()
+        stepper.wait(timeout=10)
 
 
 def open_page(browser, studio, live_run, run_id, width=1366, height=768):
@@ -91,22 +133,10 @@ def keep_screenshot(path: Path) -> None:
 
 def test_the_first_point_shows_as_a_marker_and_the_eta_leaves_the_model_load_out(browser, studio, live_run, tmp_path):
     run_id = new_run(studio, "first-steps")
-    stepper = subprocess.Popen(
-        [sys.executable, "-c", STEPPER, str(run_id), "30"],
-        cwd=ROOT,
-        env=studio.env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        ready, started = stepper.stdout.readline().split()
-        assert ready == "ready"
+    with stepping(studio, run_id, 30) as (send, started):
         page, errors, _ = open_page(browser, studio, live_run, run_id)
         assert page.text_content("[data-run-eta]") == "–"  # no step measured: no guess
-        stepper.stdin.write("1\n")
-        stepper.stdin.flush()
-        first = float(stepper.stdout.readline())
+        first = send("1")
         chart = "document.querySelector('[data-panel=reward] .chart')"
         page.wait_for_function(f"{chart}?.data?.[0]?.x?.length === 1", timeout=10_000)
         line = page.evaluate(f"{chart}.data.find((t) => t.name === 'reward/mean')")
@@ -116,12 +146,10 @@ def test_the_first_point_shows_as_a_marker_and_the_eta_leaves_the_model_load_out
         page.locator("[data-panel=reward]").screenshot(path=str(shot))
         keep_screenshot(shot)
         # Step 1 alone: its time includes the 30 s load, and it is all there is to go by.
-        assert eta_seconds(page) == pytest.approx((TOTAL - 1) * (first - float(started)), rel=0.05)
+        assert eta_seconds(page) == pytest.approx((TOTAL - 1) * (first - started), rel=0.05)
 
         time.sleep(1)
-        stepper.stdin.write("2\n")
-        stepper.stdin.flush()
-        second = float(stepper.stdout.readline())
+        second = send("2")
         page.wait_for_function(f"{chart}.data.find((t) => t.name === 'reward/mean').x.length === 2", timeout=10_000)
         page.wait_for_function(f"{chart}.data.find((t) => t.name === 'reward/mean').mode === 'lines'")
         # Step 2 took `second - first`: the load is left out from here on.
@@ -129,9 +157,58 @@ def test_the_first_point_shows_as_a_marker_and_the_eta_leaves_the_model_load_out
         assert eta_seconds(page) == pytest.approx((TOTAL - 2) * (second - first), rel=0.1)
         assert not errors, errors
         page.context.close()
+
+
+def test_until_its_first_step_a_started_run_shows_its_latest_log_line_in_the_header(browser, studio, live_run):
+    """The minutes a model load or a cold start take: the header says what the run is doing, not just
+    "running"; from the first step on it says nothing there (the log panel keeps every line)."""
+    run_id = new_run(studio, "cold-start")
+    with stepping(studio, run_id, 5) as (send, _):
+        send("log loading the model from /models/smollm2")
+        page, errors, _ = open_page(browser, studio, live_run, run_id)
+        detail = page.locator("[data-run-detail]")
+        assert detail.text_content() == "loading the model from /models/smollm2"  # from the page's log tail
+        assert detail.is_visible() and "note" in detail.get_attribute("class")  # muted: not an error's red
+        send("log cold start: step 3 of 8, loss 1.234")
+        page.wait_for_function(
+            "document.querySelector('[data-run-detail]').textContent === 'cold start: step 3 of 8, loss 1.234'",
+            timeout=10_000,
+        )
+        send("1")
+        page.wait_for_function("document.querySelector('[data-run-detail]').textContent === ''", timeout=10_000)
+        send("log step 1 took 4.2 s")
+        page.wait_for_function(
+            "document.querySelector('[data-log-tail]').textContent.includes('step 1 took 4.2 s')", timeout=10_000
+        )
+        assert detail.text_content() == ""
+        assert not errors, errors
+        page.context.close()
+
+
+def test_a_queued_run_says_what_it_waits_behind_and_follows_the_fleet(browser, studio, live_run):
+    """No worker on the runs' queue, then one busy with another run: the header says which, read again
+    while the run waits (nothing on the run's own stream tells of a worker starting)."""
+    run_id = new_run(studio, "waiting")
+    page, errors, _ = open_page(browser, studio, live_run, run_id)
+    detail = page.locator("[data-run-detail]")
+    assert detail.text_content().startswith("waiting for a worker: none serving the 'gpu' queue is running (")
+    assert "./studioctl worker --queues gpu" in detail.text_content()
+    assert "note" in detail.get_attribute("class")  # muted: waiting is not an error
+    busy = subprocess.run([sys.executable, "-c", BUSY_WORKER, "start"], cwd=ROOT, env=studio.env, capture_output=True,
+                          text=True)  # fmt: skip
+    try:
+        assert busy.returncode == 0, busy.stderr
+        page.wait_for_function(
+            "document.querySelector('[data-run-detail]').textContent.startsWith('waiting for a free worker')",
+            timeout=30_000,  # the page reads it again every 10 s; the row counts as online for 30 s
+        )
+        said = "waiting for a free worker: the 'gpu' queue's 1 place (busy@host) is taken by 1 running run"
+        assert detail.text_content().startswith(said), detail.text_content()
+        assert re.match(r" \(#\d+ ahead\)", detail.text_content()[len(said) :]), detail.text_content()  # its team's
+        assert not errors, errors
+        page.context.close()
     finally:
-        stepper.stdin.close()
-        stepper.wait(timeout=10)
+        subprocess.run([sys.executable, "-c", BUSY_WORKER, "stop"], cwd=ROOT, env=studio.env, check=True)
 
 
 def test_the_eta_of_a_live_run_follows_its_measured_step_time(browser, studio, live_run):

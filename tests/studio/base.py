@@ -65,8 +65,8 @@ class StudioTestCase(APITestCase):
 
     def make_run(self, state: str = "queued", **fields) -> Run:
         spec = self.experiment.spec_config()
-        return Run.objects.create(team=self.team, experiment=self.experiment, name="run", spec=spec, state=state,
-                                  **fields)  # fmt: skip
+        return Run.objects.create(**{"team": self.team, "experiment": self.experiment, "name": "run", "spec": spec,
+                                     "state": state, **fields})  # fmt: skip
 
     def client_for(self, user) -> APIClient:
         client = APIClient()

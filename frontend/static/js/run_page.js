@@ -19,8 +19,9 @@ const TERMINAL = new Set(["succeeded", "failed", "cancelled", "interrupted"]);
 const FINISHED_TITLE = "The run has ended; the page still shows what is added to it (notes).";
 
 class Progress {
-  constructor(run) {
+  constructor(run, logLines = []) {
     this.run = run;
+    this.startLine = logLines.filter((line) => !/^\[\w+\]$/.test(line)).at(-1) || ""; // not a bare "[running]"
     this.clock = new StepClock();
     this.socketState = "connecting";
     this.el = {
@@ -72,6 +73,18 @@ class Progress {
     this.render();
   }
 
+  // Running, no training step reported yet (last_step 0: none, or the validation before training): the
+  // minutes a model load or a cold start can take.
+  starting() {
+    return this.run.state === "running" && !this.run.last_step;
+  }
+
+  // A log line of the run: shown in the header while it starts (rendered only then: a line a step otherwise).
+  logged(line) {
+    this.startLine = line;
+    if (this.starting()) this.render();
+  }
+
   eta() {
     const { last_step: step, total_steps: total } = this.run;
     if (TERMINAL.has(this.run.state) || !total || step === null || step === undefined) return null;
@@ -95,8 +108,13 @@ class Progress {
     this.el.etaBox.title = finished && took !== null ? "From its start to its end" : "";
     this.renderScoring();
     this.renderLive();
-    // A failure's error, or what a queued run waits for (free GPUs); where a started run runs.
-    this.el.detail.textContent = this.run.error || (state === "queued" ? this.run.waiting_for || "" : "");
+    // A failure's error, or what a queued run waits for (free GPUs; else a worker: studio/runs/queueing.py),
+    // or until its first step what a started run is doing (its latest log line: a model loading, a cold
+    // start); where a started run runs.
+    const starting = this.starting() ? this.startLine : "";
+    const queued = state === "queued" ? this.run.waiting_for || this.run.queue || "" : "";
+    this.el.detail.textContent = this.run.error || queued || starting;
+    this.el.detail.classList.toggle("note", !this.run.error && !!(queued || starting)); // muted: not an error's red
     this.el.placement.textContent = this.run.placement || "";
     this.el.placement.hidden = !this.run.placement;
   }
@@ -198,7 +216,7 @@ async function main() {
   const rules = readRules();
   const runId = config.run.id;
   const api = new Api({ shareToken: config.share_token });
-  const progress = new Progress({ ...config.run });
+  const progress = new Progress({ ...config.run }, config.log_lines || []);
   const logs = new LogTail(document.querySelector("[data-log-tail]"), config.log_lines || []);
   const actions = bindActions(api, runId, progress, config.can_act);
 
@@ -277,9 +295,12 @@ async function main() {
           scoring_failed: ev.data.scoring_failed ?? (TERMINAL.has(state) ? progress.run.scoring_failed : []),
         });
         actions.reread?.();
-        logs.push(`[${ev.data.state}] ${ev.data.detail || ""}`.trim());
+        const line = `[${ev.data.state}] ${ev.data.detail || ""}`.trim();
+        logs.push(line);
+        if (ev.data.detail) progress.logged(line);
       } else if (ev.kind === "log") {
         logs.push(ev.data.line);
+        progress.logged(ev.data.line);
       } else if (ev.kind === "checkpoint") {
         logs.push(`checkpoint saved: ${ev.data.path}`);
         actions.reread?.(); // a checkpoint makes it one to evaluate (and, once ended, to resume)
@@ -291,8 +312,28 @@ async function main() {
     },
   });
   socket.connect();
+  if (!config.share_token) followQueue(api, runId, progress);
   window.studioRunPage = { board, rollouts, rolloutDetail, notes, socket, progress, logs, actions }; // for the browser test and the console
   document.body.dataset.ready = "1";
+}
+
+// While the run is queued, what it waits behind (no worker, every place taken: `queue`) is read again
+// every QUEUE_POLL_MS: nothing on its own stream says that a run ahead of it ended or a worker started.
+const QUEUE_POLL_MS = 10000;
+
+function followQueue(api, runId, progress) {
+  const poll = async () => {
+    if (progress.run.state === "queued") {
+      try {
+        const { state, queue, waiting_for } = await api.get(`/api/runs/${runId}/`);
+        if (state === "queued" && progress.run.state === "queued") progress.update({ queue, waiting_for });
+      } catch (err) {
+        console.warn(`could not read what the queued run waits for: ${err.message}`);
+      }
+    } // an automatic restart queues a failed run again: the loop goes on, reading nothing meanwhile
+    setTimeout(poll, QUEUE_POLL_MS);
+  };
+  setTimeout(poll, QUEUE_POLL_MS);
 }
 
 // The studio restarted the run from a checkpoint: what it reported after that step was removed and

@@ -1,8 +1,9 @@
 """`{% run_rows runs as rows %}`: the runs of a table (runs/table.html: the runs list, an experiment's
 page, the home page), each with what its row offers the user: `row_actions`, the actions that can work
 on it now (Run.action_refusals, the rule the run page and the API follow too) where the user may edit
-its team, else none; and `answer`, the refusal a form post without JavaScript got (pages.runs).
-Two queries for the whole table, not one per row."""
+its team, else none; `answer`, the refusal a form post without JavaScript got (pages.runs); and
+`queue`, what a queued run waits for (its own word, else studio.runs.queueing).
+Two queries for the whole table, not one per row (a few more per queued run)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from django import template
 from django.db.models import Max
 
 from studio.accounts import permissions as perms
-from studio.runs.models import Checkpoint
+from studio.runs import queueing
+from studio.runs.models import QUEUED, Checkpoint
 
 register = template.Library()
 
@@ -29,4 +31,5 @@ def run_rows(context, runs) -> list:
         run.checkpoint_step = newest.get(run.pk)  # what Run.newest_checkpoint_step reads instead of a query
         run.row_actions = run.actions() if run.team_id in editable else []
         run.answer = answers.get(run.pk, "")
+        run.queue = (run.waiting_for or queueing.waits_behind(run)) if run.state == QUEUED else ""
     return rows

@@ -73,7 +73,7 @@ class RayRefusalTest(StudioTestCase):
         self.client.force_login(self.carol)
         waiting = self.make_run("queued", waiting_for="waiting for 2 free GPUs on one worker (1 free on gpu@a)")
         page = self.client.get(f"/runs/{waiting.pk}/").content.decode()
-        self.assertIn('<div class="run-detail" data-run-detail>waiting for 2 free GPUs on one worker (1 free', page)
+        self.assertIn('<div class="run-detail note" data-run-detail>waiting for 2 free GPUs on one worker (1 free', page)
         running = self.make_run("running", placement="2 processes on GPUs 0, 1")
         page = self.client.get(f"/runs/{running.pk}/").content.decode()
         self.assertIn(">2 processes on GPUs 0, 1</span>", page)
