@@ -113,9 +113,15 @@ def send_again() -> None:
     messages across restarts (a message that survived makes a duplicate the task ignores)."""
     from studio.datasets.checks import requeue_checking
     from studio.runs.lifecycle import requeue_waiting
+    from studio.runs.models import Run
 
     if waiting := requeue_waiting():
-        print(f"queued again (the broker keeps no messages across restarts): runs {waiting}", flush=True)
+        print("queued again (the broker keeps no messages across restarts):", flush=True)
+        for run in Run.objects.filter(pk__in=waiting).order_by("pk"):
+            # A run stopped with the studio (Ctrl-C) was given its checkpoint to resume from then.
+            resumes = (run.spec.get("checkpoint") or {}).get("resume_from")
+            where = f"resumes from {resumes}" if resumes else "starts from the beginning"
+            print(f"  run {run.pk} {run.name!r}: {where}", flush=True)
     if checking := requeue_checking():
         print(f"checks sent again: datasets {checking}", flush=True)
 

@@ -104,7 +104,9 @@ def test_a_run_goes_on_through_a_redis_death_and_resumes_after_the_studio_is_sto
     started = time.monotonic()
     proc, output = start_up(tmp_path, port)
     try:
-        assert re.search(rf"queued again .*runs \[{run_id}\]", "".join(output.lines))
+        said = "".join(output.lines)
+        assert "queued again (the broker keeps no messages across restarts):" in said, said
+        assert re.search(rf"  run {run_id} '[^']+': resumes from {re.escape(checkpoint)}\n", said), said
         until("the resumed run ends", lambda: run_row(tmp_path, run_id)["state"] not in ("queued", "running"),
               timeout=180)  # fmt: skip
         assert run_row(tmp_path, run_id)["state"] == "succeeded"
