@@ -29,6 +29,7 @@ from studio.experiments.models import Experiment, data_options
 from studio.rubrics.models import Rubric
 from trainers.demos import real, real_agent
 from trainers.pretrained import SMOLLM2, is_installed
+from trainers.rollout.engines.availability import vllm_unavailable_reason
 
 DEMO_TEAM = "Demo team"
 ADMIN = "admin"
@@ -43,6 +44,12 @@ def demo_model_path() -> Path:
 def real_model_path() -> Path:
     """Where `./studioctl setup` converts the real model, beside the tiny one."""
     return storage.demo_dir() / SMOLLM2.name
+
+
+def calculator_transcripts_path() -> Path:
+    """The agent demo's cold-start conversations (real_agent.make_warm_up_file), written on the first start:
+    the experiment form offers them for any agent with the calculator."""
+    return storage.demo_dir() / "calculator-cold-start.jsonl"
 
 
 def real_model_installed() -> bool:
@@ -153,8 +160,9 @@ def make_agent_demo(team: Team, user) -> Experiment:
     calculator transcripts, so the inspector shows tool calls and their results from the first step."""
     demo_dir = storage.demo_dir()
     data_path = real_agent.make_real_agent_dataset(demo_dir / "calculator-arithmetic.jsonl")
-    warm_up = real_agent.make_warm_up_file(demo_dir / "calculator-cold-start.jsonl")
-    spec = real_agent.real_agent_demo_spec(real_model_path(), data_path, warm_up, demo_dir / "out")
+    warm_up = real_agent.make_warm_up_file(calculator_transcripts_path())
+    fast = vllm_unavailable_reason() is None  # vLLM samples the demo several times faster (real_agent.FAST_SAMPLING)
+    spec = real_agent.real_agent_demo_spec(real_model_path(), data_path, warm_up, demo_dir / "out", fast_sampling=fast)
     return _create_demo(
         team, user, spec, data_path,
         dataset=(real_agent.DATASET_NAME, real_agent.DATASET_DESCRIPTION),

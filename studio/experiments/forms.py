@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+from studio.bootstrap import calculator_transcripts_path
 from studio.lib.schema_form import FormField, fields_for, read_fields
 from trainers.data.procedural.catalog import TASKS
 from trainers.rollout.engines.availability import vllm_build, vllm_unavailable_reason
@@ -42,7 +43,18 @@ def experiment_sections(config: dict[str, Any], errors: dict[str, str]) -> list[
                 describe_engines(f)
             elif f.name == "data.procedural":
                 describe_procedural(f)
+            elif f.name == "warm_up.path":
+                suggest_transcripts(f)
     return out
+
+
+def suggest_transcripts(f: FormField) -> None:
+    """The cold start's file: the agent demo's calculator conversations, once the first start wrote them
+    (an agent built from scratch calls no tool until it has seen some: trainers/run/tool_silence.py)."""
+    path = calculator_transcripts_path()
+    if path.is_file():
+        f.suggestions = [(str(path), "the calculator demo's conversations: Hermes tool calls, then the answer")]
+        f.help = f"{f.help} For an agent with the calculator: {path} (the agent demo's)."
 
 
 def describe_procedural(f: FormField) -> None:

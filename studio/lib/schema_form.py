@@ -70,6 +70,7 @@ class FormField:
     # A json field the page also edits with a picker (its script's name, as "tools"); the JSON stays the input.
     picker: str = ""
     choice_help: dict[str, str] = field(default_factory=dict)  # a select's option -> what it does (its title)
+    suggestions: list[tuple[str, str]] = field(default_factory=list)  # a text input's (value, label) offered below it
 
     @property
     def bounds(self) -> str:

@@ -73,7 +73,8 @@ class BootstrapTest(TestCase):
         calculator (the experiment pins version 1), and its runs begin with the cold start (warm_up) on
         calculator transcripts played through that same environment."""
         folder = install_marker(self.data_dir)
-        boot.bootstrap()
+        with mock.patch.object(boot, "vllm_unavailable_reason", return_value=None):  # vLLM installed (setup's try)
+            boot.bootstrap()
         experiment = Experiment.objects.get(name=real_agent.EXPERIMENT_NAME)
         self.assertEqual((experiment.team.name, experiment.model_path), (boot.DEMO_TEAM, str(folder)))
         self.assertEqual(experiment.description, real_agent.EXPERIMENT_DESCRIPTION)
@@ -103,9 +104,23 @@ class BootstrapTest(TestCase):
         called = sum(any(m["role"] == "tool" and m.get("name") == "calculator" for m in c) for c in conversations)
         self.assertAlmostEqual(called / len(conversations), real_agent.WARM_UP_MIX["tool"], delta=0.1)
 
+        # Where vLLM is installed it samples, in bfloat16 where the worker's device computes it natively (auto)
+        # while training stays float32, the gap corrected.
+        self.assertEqual((spec.rollout.engine, spec.rollout.dtype, spec.model.dtype, spec.algorithm.correction),
+                         ("vllm", "auto", "float32", "tis"))  # fmt: skip
+        self.assertTrue(spec.rollout.vllm_enforce_eager)  # no minutes of graph compilation before the first episode
+
         boot.bootstrap()  # a later start makes nothing twice
         self.assertEqual(Experiment.objects.filter(name=real_agent.EXPERIMENT_NAME).count(), 1)
         self.assertEqual(environment.team.environments.count(), 1)
+
+    def test_without_vllm_the_agent_demo_samples_with_the_trained_model(self):
+        install_marker(self.data_dir)
+        with mock.patch.object(boot, "vllm_unavailable_reason", return_value="vLLM is not installed here"):
+            boot.bootstrap()
+        spec = RunSpec.model_validate(Experiment.objects.get(name=real_agent.EXPERIMENT_NAME).spec_config())
+        self.assertEqual((spec.rollout.engine, spec.rollout.dtype, spec.algorithm.correction),
+                         ("transformers", None, None))  # fmt: skip
 
     def test_without_the_real_model_only_the_tiny_demo_is_made(self):
         boot.bootstrap()

@@ -9,7 +9,7 @@ import json
 import re
 import shutil
 
-from studio.bootstrap import TINY_MODEL_LABEL, demo_model_path, real_model_path
+from studio.bootstrap import TINY_MODEL_LABEL, calculator_transcripts_path, demo_model_path, real_model_path
 from studio.experiments import forms
 from studio.experiments.layout import BATCH_FIELDS, StepCost, preset_settings
 from studio.experiments.models import Experiment
@@ -116,6 +116,20 @@ class ExperimentFormLayoutTest(StudioTestCase):
         self.assertIn("135 M parameters", SMOLLM2.describe())
         environments_page = self.client.get("/environments/new/").content.decode()
         self.assertEqual(known_models(environments_page)[0], (str(real), SMOLLM2.describe()))
+
+    def test_the_cold_start_file_offers_the_agent_demos_calculator_conversations_once_written(self):
+        self.assertNotIn('list="warm_up.path-suggestions"', self.client.get("/experiments/new/").content.decode())
+        path = calculator_transcripts_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text('{"messages": [{"role": "user", "content": "What is 2 + 2?"}]}\n')
+        self.addCleanup(path.unlink)
+        page = self.client.get("/experiments/new/").content.decode()
+        self.assertIn('<input type="text" id="warm_up.path" name="warm_up.path" value="" list="warm_up.path-suggestions"',
+                      page)  # fmt: skip
+        datalist = page[page.index('<datalist id="warm_up.path-suggestions">') :].split("</datalist>")[0]
+        self.assertIn(f'<option value="{path}" label="the calculator demo&#x27;s conversations', datalist)
+        self.assertIn(f"For an agent with the calculator: {path}", field(self.client.get("/experiments/new/"),
+                                                                           "warm_up.path").help)  # fmt: skip
 
     def test_a_real_model_folder_without_the_pinned_conversion_is_not_offered(self):
         folder = install_real_model_marker()
