@@ -14,8 +14,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="studioctl", description="Rollout Studio: up, worker, test")
     sub = parser.add_subparsers(dest="command", required=True)
     p_up = sub.add_parser("up", help="start the whole studio")
-    p_up.add_argument("--host", default=os.environ.get("STUDIO_HOST", "127.0.0.1"))
-    p_up.add_argument("--port", type=int, default=int(os.environ.get("STUDIO_PORT", "8000")))
+    p_up.add_argument("--host", default=os.environ.get("STUDIO_HOST", "127.0.0.1"),
+                      help="address the web server listens on (default: $STUDIO_HOST, else 127.0.0.1; 0.0.0.0 for a team)")
+    p_up.add_argument("--port", type=int, default=int(os.environ.get("STUDIO_PORT", "8000")),
+                      help="its port (default: $STUDIO_PORT, else 8000)")  # fmt: skip
     p_up.add_argument("--concurrency", type=int, default=None, help="runs at once (default: one per GPU, else 1)")
     p_up.set_defaults(func=up)
     p_worker = sub.add_parser("worker", help="start a Celery worker only (another machine)")

@@ -151,3 +151,17 @@ def test_setup_says_why_the_real_model_cannot_be_converted_and_carries_on(tmp_pa
     why = [line for line in done.stderr.splitlines() if "bubblewrap" not in line and "bwrap" not in line]
     assert len(why) == 2, done.stderr
     assert "is not installed: FileExistsError" in why[0] and "runs as before" in why[1]
+
+
+def test_help_needs_no_setup_and_lists_the_options_once_installed(tmp_path):
+    """`./studioctl up --help` on a fresh clone says what installs first instead of installing (minutes)."""
+    env = {**os.environ, "STUDIO_VENV": str(tmp_path / "venv")}
+    fresh = subprocess.run(["./studioctl", "up", "--help"], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=60)  # fmt: skip
+    assert fresh.returncode == 0, fresh.stderr
+    assert fresh.stdout.startswith("./studioctl up --help lists its options once ./studioctl setup"), fresh.stdout
+    assert "./studioctl worker --queues gpu" in fresh.stdout and not (tmp_path / "venv").exists()
+    installed = subprocess.run(["./studioctl", "worker", "-h"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                               env={**os.environ, "STUDIO_VENV": str(Path(sys.executable).parents[1])})  # fmt: skip
+    assert installed.returncode == 0, installed.stderr
+    assert installed.stdout.startswith("usage: studioctl worker") and "--queues QUEUES" in installed.stdout
