@@ -85,6 +85,13 @@ def init_distributed(info: DistInfo | None = None) -> DistInfo:
     if not info.enabled or torch.distributed.is_initialized():
         return info
     if torch.cuda.is_available():
+        if info.local_rank >= (visible := torch.cuda.device_count()):
+            # Else CUDA's "invalid device ordinal" from every process past the last GPU, and NCCL would not
+            # share one GPU between two processes either.
+            raise ValueError(
+                f"process {info.local_rank} on this machine needs a GPU of its own and {visible} are visible "
+                "(CUDA_VISIBLE_DEVICES): start at most that many processes per machine (parallel.procs_per_node)"
+            )
         torch.cuda.set_device(info.local_rank)
         # gloo beside NCCL for CPU tensors: FSDP's CPU offload keeps shards (and their gradient
         # norms, gathered by clipping) in CPU memory, and NCCL moves GPU tensors only.

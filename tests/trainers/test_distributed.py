@@ -11,7 +11,7 @@ from trainers.distributed import DistInfo, dist_info, shard, torchrun_command
 
 from .distributed_loss_worker import COMPLETIONS, MODES
 from .distributed_worker import LR, SEQUENCES, sequence_loss
-from .helpers import tiny_spec
+from .helpers import job_env, tiny_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,6 +41,17 @@ def test_the_launcher_reruns_the_cli_under_torchrun_with_the_same_arguments():
     ]  # fmt: skip
 
 
+def test_a_process_past_the_last_visible_gpu_is_refused_in_words(monkeypatch):
+    """On a machine with one GPU, the job's second process: a clear refusal before CUDA is asked for a device that
+    is not there. The GPU count is patched (this machine has none); a GPU machine's run checks the same."""
+    from trainers.distributed import init_distributed
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ValueError, match="process 1 on this machine needs a GPU of its own and 1 are visible"):
+        init_distributed(DistInfo(rank=1, local_rank=1, world_size=2))
+
+
 def test_processes_per_node_must_be_positive():
     with pytest.raises(ValueError, match="processes per node"):
         torchrun_command(["run"], 0)
@@ -48,13 +59,13 @@ def test_processes_per_node_must_be_positive():
 
 def torchrun(module: str, args: list[str], nproc: int, timeout: int) -> None:
     result = subprocess.run(torchrun_command(args, nproc, module=module), cwd=ROOT, capture_output=True, text=True,
-                            timeout=timeout)  # fmt: skip
+                            timeout=timeout, env=job_env())  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
 
 
 def alone(module: str, args: list[str], timeout: int) -> None:
     result = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True,
-                            timeout=timeout)  # fmt: skip
+                            timeout=timeout, env=job_env())  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
 
 
