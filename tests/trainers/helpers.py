@@ -1,11 +1,27 @@
 """Small specs on the tiny model (and the real one) for trainer tests."""
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from trainers.demos.demo import demo_spec, make_demo_dataset
 from trainers.spec import RunSpec
+
+# The most processes a test here starts as one torchrun job.
+MOST_PROCESSES = 4
+
+
+def job_env(**extra: str) -> dict[str, str]:
+    """The environment of a test's torchrun job and of the single process it is compared with: this one, on the
+    CPU (gloo) where the machine has GPUs but fewer than MOST_PROCESSES, since each process of a job takes a GPU
+    of its own (trainers.distributed.init_distributed); what these tests check of sharding holds on either."""
+    import torch  # the job's environment only: the specs above need no torch
+
+    env = {**os.environ, **extra}
+    if 0 < torch.cuda.device_count() < MOST_PROCESSES:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
 
 
 def tiny_spec(model_path: Path, tmp_path: Path, **overrides: Any) -> RunSpec:

@@ -10,6 +10,8 @@ import yaml
 
 from trainers.demos.demo import demo_spec, make_demo_dataset
 
+from .helpers import job_env
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -20,7 +22,7 @@ def cli(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subp
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, **(env or {})},
+        env=env or os.environ,
     )
 
 
@@ -157,7 +159,7 @@ def test_run_with_two_procs_per_node_trains_on_two_processes(tiny_model_path, tm
     run is made with Python's stdout unbuffered (as CI may have it), where print() writes a line's text and its
     newline apart and two processes' lines could run together."""
     spec = write_spec(tmp_path / "spec.yaml", small_config(tiny_model_path, tmp_path))
-    done = cli("run", str(spec), "--quiet", "--procs-per-node", "2", env={"PYTHONUNBUFFERED": "1"})
+    done = cli("run", str(spec), "--quiet", "--procs-per-node", "2", env=job_env(PYTHONUNBUFFERED="1"))
     assert done.returncode == 0, done.stderr[-3000:]
     summaries = {s["rank"]: s for s in (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))}
     assert sorted(summaries) == [0, 1]

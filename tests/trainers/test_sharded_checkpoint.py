@@ -19,7 +19,7 @@ from trainers.run.seeding import seed_everything
 from trainers.spec import model_folder_error
 
 from .distributed_checkpoint_worker import SEQUENCES, gathered, new_run, next_draws, take_step
-from .helpers import save_the_old_way, tiny_spec
+from .helpers import job_env, save_the_old_way, tiny_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = "tests.trainers.distributed_checkpoint_worker"
@@ -28,7 +28,7 @@ SEED = 7
 
 def run_worker(nproc: int, *args: str) -> None:
     cmd = torchrun_command(list(args), nproc, module=WORKER)
-    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=150)
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=150, env=job_env())
     assert result.returncode == 0, result.stderr[-3000:]
 
 
@@ -172,7 +172,7 @@ def test_a_training_run_on_two_processes_resumes_on_one(tiny_model_path, tmp_pat
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(spec.model_dump_json())
     cmd = torchrun_command([str(spec_path), str(tmp_path)], 2, module="tests.trainers.distributed_train_worker")
-    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=170)
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=170, env=job_env())
     assert result.returncode == 0, result.stderr[-3000:]
     (path,) = list_checkpoints(spec.checkpoint.output_dir)
     assert sorted(p.name for p in (path / "ranks").iterdir()) == ["rank-0.pt", "rank-1.pt"]

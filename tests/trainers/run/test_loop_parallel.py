@@ -23,7 +23,8 @@ def step_gradient(trainer: Trainer) -> dict[str, torch.Tensor]:
     )
     batch = TokenBatch.build(PROMPTS, COMPLETIONS, pad_id=trainer.pad_id, device=trainer.device)
     mask = batch.completion_mask
-    trainer._optimise(batch, mask, torch.tensor(ADVANTAGES)[:, None] * mask, None, None, None)
+    advantages = torch.tensor(ADVANTAGES, device=trainer.device)[:, None] * mask
+    trainer._optimise(batch, mask, advantages, None, None, None)
     return captured
 
 
