@@ -89,12 +89,16 @@ def _total_steps(kind: str, spec: dict[str, Any]) -> int:
     return int(spec.get("optim", {}).get("total_steps", 0))
 
 
+def task_for(run: Run) -> str:
+    """The worker task that runs `run` (its queue: studio.fleet.queues.task_queue)."""
+    return TRAIN_TASK if run.kind == "train" else EVAL_TASK
+
+
 def enqueue(run: Run) -> None:
     """Send the run's task. A broker that cannot be reached fails the run with the reason
     (the row exists already; a run left queued with no message would wait forever)."""
-    task = TRAIN_TASK if run.kind == "train" else EVAL_TASK
     try:
-        result = celery_app.send_task(task, args=[run.pk])
+        result = celery_app.send_task(task_for(run), args=[run.pk])
     except Exception as exc:  # noqa: BLE001 - kombu's connection errors vary by transport
         error = f"could not reach the task broker to queue this run: {type(exc).__name__}: {exc}"
         with transaction.atomic():

@@ -5,8 +5,8 @@ worker that could not lease them); this covers the runs no worker has looked at 
 
 from __future__ import annotations
 
-from studio.celery import EVAL_TASK, TRAIN_TASK
 from studio.fleet.queues import no_worker, serving, task_queue
+from studio.runs.lifecycle import task_for
 from studio.runs.models import QUEUED, RUNNING, STUDIO_SOURCE, Run
 
 MAX_NAMED = 3  # running runs named in the text; more are counted
@@ -21,7 +21,7 @@ def waits_behind(run: Run, name_runs: bool = True) -> str:
     `name_runs`: name the running runs of its own team (for its members; a share link's reader gets counts)."""
     if run.state != QUEUED or run.waiting_for or run.source != STUDIO_SOURCE:
         return ""
-    queue = task_queue(TRAIN_TASK if run.kind == "train" else EVAL_TASK)
+    queue = task_queue(task_for(run))
     workers = serving(queue)
     if not workers:
         return f"waiting for a worker: {no_worker(queue)}"
