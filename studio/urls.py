@@ -45,3 +45,9 @@ urlpatterns = [
     path("", include("studio.tracking.urls")),
     path("", include("studio.ingest.urls")),
 ]
+
+# Errors under /api/ (a path no route matches, a failure DRF does not handle) are JSON; pages keep HTML.
+handler400 = "studio.lib.error_views.bad_request"
+handler403 = "studio.lib.error_views.permission_denied"
+handler404 = "studio.lib.error_views.page_not_found"
+handler500 = "studio.lib.error_views.server_error"
