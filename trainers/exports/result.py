@@ -7,6 +7,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainers.exports.embed import comment
 from trainers.exports.ledger import Ledger, Unmapped
 
 
@@ -31,22 +32,23 @@ class Export:
 def header_lines(ledger: Ledger, prefix: str = "# ") -> list[str]:
     """The file's opening comment: each setting with no equivalent that changes training here (set away from
     its default, or with a reason of its own) with why; then, by name, those left at their defaults; then
-    what maps with a difference."""
+    what maps with a difference. With a `prefix` ("# ") the lines are comments no value can end
+    (`embed.comment`); without one they are plain text for the caller to embed (a docstring)."""
     unmapped = ledger.unmapped()
     detailed = [u for u in unmapped if not u.default or u.field in ledger.reasons]
     quiet = [u.field for u in unmapped if u.default and u.field not in ledger.reasons]
-    lines = [f"{prefix}Settings of the run with no equivalent in {ledger.target} (not carried over): {len(unmapped)}"]
+    lines = [f"Settings of the run with no equivalent in {ledger.target} (not carried over): {len(unmapped)}"]
     for item in detailed:
         mark = "" if item.default else " [changed from the default]"
-        lines.append(f"{prefix}  - {item.field} = {_short(item.value)}{mark}: {item.why}")
+        lines.append(f"  - {item.field} = {_short(item.value)}{mark}: {item.why}")
     if quiet:
-        lines.append(f"{prefix}  - at their defaults, with no equivalent ({len(quiet)}):")
-        lines += [f"{prefix}      {line}" for line in textwrap.wrap(", ".join(quiet), 100)]
+        lines.append(f"  - at their defaults, with no equivalent ({len(quiet)}):")
+        lines += [f"      {line}" for line in textwrap.wrap(", ".join(quiet), 100)]
     if not unmapped:
-        lines.append(f"{prefix}  (none)")
-    lines.append(f"{prefix}Carried over with a difference ({len(ledger.approximate)}):")
-    lines += [f"{prefix}  - {note}" for note in ledger.approximate] or [f"{prefix}  (none)"]
-    return lines
+        lines.append("  (none)")
+    lines.append(f"Carried over with a difference ({len(ledger.approximate)}):")
+    lines += [f"  - {note}" for note in ledger.approximate] or ["  (none)"]
+    return [out for line in lines for out in comment(line, prefix)] if prefix else lines
 
 
 def _short(value: Any, limit: int = 120) -> str:

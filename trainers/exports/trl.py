@@ -12,9 +12,9 @@ total_steps x ppo_epochs.
 
 from __future__ import annotations
 
-import pprint
 from typing import Any
 
+from trainers.exports.embed import docstring, identifier, literal
 from trainers.exports.ledger import Ledger
 from trainers.exports.result import Export, header_lines
 from trainers.spec import RunSpec
@@ -290,31 +290,34 @@ def _studio_only(ledger: Ledger) -> None:
 
 def _script(spec: RunSpec, title: str, config: dict[str, Any], lora: dict[str, Any] | None,
             data: dict[str, Any], criteria: list[dict[str, Any]], ledger: Ledger) -> str:  # fmt: skip
-    names = [_identifier(c.get("name", f"criterion_{i}")) for i, c in enumerate(criteria)]
+    """The script's text. Every value of the run (names, paths, fields, settings) goes in through
+    `trainers.exports.embed`: as a literal (repr, pprint) or inside an escaped docstring, never as code."""
+    taken: set[str] = {"main", "load_rows", "config", "_read", "_shape"}
+    names = [identifier(c.get("name", f"criterion_{i}"), taken) for i, c in enumerate(criteria)]
     if criteria:
         config["reward_weights"] = [float(c.get("weight", 1.0)) for c in criteria]
-    lines = ['"""' + (title or f"Run {spec.name!r}") + " as TRL GRPO (exported by Rollout Studio).", ""]
-    lines += header_lines(ledger, prefix="")
-    lines += ['"""', "", "from trl import GRPOConfig, GRPOTrainer", "", f"MODEL = {spec.model.path!r}",
-              "", "# Every setting of the run that GRPOConfig has; the rest is listed above.",
-              f"CONFIG = {pprint.pformat(config, indent=4, width=110, sort_dicts=False)}", "",
-              "config = GRPOConfig(**CONFIG)", ""]  # fmt: skip
+    head = [(title or f"Run {spec.name!r}") + " as TRL GRPO (exported by Rollout Studio).", ""]
+    head += header_lines(ledger, prefix="")
+    lines = [docstring("\n".join(head) + "\n"), "", "from trl import GRPOConfig, GRPOTrainer", "",
+             f"MODEL = {literal(spec.model.path)}", "",
+             "# Every setting of the run that GRPOConfig has; the rest is listed above.",
+             f"CONFIG = {literal(config)}", "", "config = GRPOConfig(**CONFIG)", ""]  # fmt: skip
     if lora:
-        lines += [f"LORA = {pprint.pformat(lora, width=110, sort_dicts=False)}", ""]
+        lines += [f"LORA = {literal(lora, indent=1)}", ""]
     lines += ["", "# Reward functions: one per rubric criterion (the studio's scoring is not carried over: fill them in).",
               "# TRL passes each dataset column by name (answer, and the extra fields) and sums them with reward_weights."]  # fmt: skip
     for name, criterion in zip(names, criteria, strict=True):
-        lines += ["", "",
-                  f"def {name}(completions, **columns):",
-                  f"    \"\"\"Criterion {criterion.get('name')!r} ({criterion.get('kind')}), params "
-                  f"{criterion.get('params') or {}!r}.\"\"\"",
-                  f"    raise NotImplementedError({_stub_message(criterion)!r})"]  # fmt: skip
+        about = (
+            f"Criterion {criterion.get('name')!r} ({criterion.get('kind')}), params {criterion.get('params') or {}!r}."
+        )
+        lines += ["", "", f"def {name}(completions, **columns):", docstring(about, indent="    "),
+                  f"    raise NotImplementedError({literal(_stub_message(criterion))})"]  # fmt: skip
     lines += ["", "", f"REWARD_FUNCS = [{', '.join(names)}]"]
     if spec.algorithm.overlong_penalty:
         lines += ["# DAPO's soft overlong punishment, as the run had it:",
                   "# from trl.rewards import get_soft_overlong_punishment",
-                  f"# REWARD_FUNCS.append(get_soft_overlong_punishment({spec.rollout.max_new_tokens}, "
-                  f"{spec.algorithm.overlong_buffer}))"]  # fmt: skip
+                  f"# REWARD_FUNCS.append(get_soft_overlong_punishment({int(spec.rollout.max_new_tokens)}, "
+                  f"{int(spec.algorithm.overlong_buffer)}))"]  # fmt: skip
     lines += ["", "", *_loader(data), "", "", "def main():", "    train, evaluation = load_rows()",
               "    trainer = GRPOTrainer(", "        model=MODEL,", "        reward_funcs=REWARD_FUNCS,", "        args=config,",
               "        train_dataset=train,", "        eval_dataset=evaluation,"]  # fmt: skip
@@ -336,26 +339,31 @@ def _loader(data: dict[str, Any]) -> list[str]:
              "        rows = load_from_disk(path)",
              "        rows = rows[split] if hasattr(rows, 'keys') else rows",
              "    else:",
-             f"        builders = {builder!r}",
+             f"        builders = {literal(builder)}",
              "        fmt = fmt if fmt != 'auto' else path.rsplit('.', 1)[-1].replace('json', 'jsonl').replace('jsonll', 'jsonl')",
              "        rows = load_dataset(builders[fmt], data_files=path, split='train')",
              "    return rows.select(range(min(limit, len(rows)))) if limit else rows", "", "",
              *_shape_lines(data),
              "    return out", "", "",
              "def load_rows():",
-             f"    rows = _read({data['path']!r}, {data['format']!r}, {data['split']!r}, {data.get('limit')!r})",
+             f"    rows = _read({_args(data['path'], data['format'], data['split'], data.get('limit'))})",
              "    rows = rows.map(_shape, remove_columns=rows.column_names)",
              "    evaluation = None"]  # fmt: skip
     if "validation" in data:
         val = data["validation"]
-        lines += [f"    evaluation = _read({val['path']!r}, {val['format']!r}, {val['split']!r}, {val['limit']!r})",
+        lines += [f"    evaluation = _read({_args(val['path'], val['format'], val['split'], val['limit'])})",
                   "    evaluation = evaluation.map(_shape, remove_columns=evaluation.column_names)"]  # fmt: skip
     elif "holdout" in data:
         hold = data["holdout"]
-        lines += [f"    parts = rows.train_test_split(test_size={hold['fraction']!r}, seed={hold['seed']!r})",
+        lines += [f"    parts = rows.train_test_split(test_size={literal(hold['fraction'])}, seed={literal(hold['seed'])})",
                   "    rows, evaluation = parts['train'], parts['test']"]  # fmt: skip
     lines += ["    return rows, evaluation"]
     return lines
+
+
+def _args(*values: Any) -> str:
+    """Call arguments, each a literal."""
+    return ", ".join(literal(v) for v in values)
 
 
 def _stub_message(criterion: dict[str, Any]) -> str:
@@ -366,26 +374,21 @@ def _stub_message(criterion: dict[str, Any]) -> str:
 
 def _shape_lines(data: dict[str, Any]) -> list[str]:
     """`_shape(row)`: a row as TRL reads it, built for this run's field mapping."""
-    messages = (f"list(row[{data['messages_field']!r}])" if data.get("messages_field")
-                else f"[{{'role': 'user', 'content': row[{data.get('prompt_field')!r}]}}]")  # fmt: skip
+    messages = (f"list(row[{literal(data['messages_field'])}])" if data.get("messages_field")
+                else f"[{{'role': 'user', 'content': row[{literal(data.get('prompt_field'))}]}}]")  # fmt: skip
     lines = ["def _shape(row):", f"    messages = {messages}"]
     if data.get("system_prompt"):
         lines += ["    if not any(m['role'] == 'system' for m in messages):",
-                  f"        messages = [{{'role': 'system', 'content': {data['system_prompt']!r}}}, *messages]"]  # fmt: skip
+                  f"        messages = [{{'role': 'system', 'content': {literal(data['system_prompt'])}}}, *messages]"]  # fmt: skip
     # With the chat template (the studio's default) TRL renders conversational prompts; without, the plain text.
     lines.append(
         "    out = {'prompt': messages}" if data.get("chat") else "    out = {'prompt': messages[-1]['content']}"
     )
     if data.get("answer_field"):
-        lines.append(f"    out['answer'] = row[{data['answer_field']!r}]")
+        lines.append(f"    out['answer'] = row[{literal(data['answer_field'])}]")
     for name in data.get("extra_fields") or []:
-        lines.append(f"    out[{name!r}] = row[{name!r}]")
+        lines.append(f"    out[{literal(name)}] = row[{literal(name)}]")
     return lines
-
-
-def _identifier(name: str) -> str:
-    out = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in str(name)) or "criterion"
-    return f"reward_{out}" if out[0].isdigit() else out
 
 
 def _slug(name: str) -> str:

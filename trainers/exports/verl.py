@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from trainers.exports.embed import comment
 from trainers.exports.ledger import Ledger
 from trainers.exports.result import Export, header_lines
 from trainers.spec import RunSpec
@@ -38,7 +39,11 @@ def to_verl(spec: RunSpec, *, title: str = "") -> Export:
         "trainer": _trainer(ledger),
     }
     _studio_only(ledger)
-    head = [f"# {title or f'Run {spec.name!r}'} as a verl ppo_trainer config (exported by Rollout Studio).", "#"]
+    # The header is comments no value can end (embed.comment); the settings go through YAML's own dumper.
+    head = [
+        *comment(f"{title or f'Run {spec.name!r}'} as a verl ppo_trainer config (exported by Rollout Studio)."),
+        "#",
+    ]
     head += header_lines(ledger)
     head += ["#", "# verl reads parquet rows whose `prompt` column holds chat messages and whose reward_model.ground_truth",
              "# holds the answer: convert data.train_files first (e.g. examples/data_preprocess in verl's repository)."]  # fmt: skip
