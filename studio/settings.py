@@ -214,6 +214,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "studio.lib.api_schema.StudioAutoSchema",  # adds each operation's 400/403/404
     "DEFAULT_PAGINATION_CLASS": "studio.lib.pagination.LimitOffsetPagination",  # ?limit= capped at 1000
+    "EXCEPTION_HANDLER": "studio.lib.errors.exception_handler",  # a service's Refused: its status and body
     "PAGE_SIZE": 100,
 }
 SPECTACULAR_SETTINGS = {

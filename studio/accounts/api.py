@@ -4,7 +4,6 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
@@ -51,10 +50,8 @@ class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Creat
         return perms.visible_teams(self.request.user).prefetch_related("memberships__user").distinct()
 
     def perform_create(self, serializer) -> None:
-        try:
-            serializer.instance = services.create_team(serializer.validated_data["name"], self.request.user)
-        except services.TeamActionError as exc:
-            raise ValidationError({exc.field: [str(exc)]}) from None
+        # TeamActionError: 400 {field: [why]} (studio.lib.errors)
+        serializer.instance = services.create_team(serializer.validated_data["name"], self.request.user)
 
     @extend_schema(request=AddMemberSerializer, responses={201: MembershipSerializer})
     @action(detail=True, methods=["post"], serializer_class=AddMemberSerializer)
@@ -62,10 +59,7 @@ class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Creat
         team = perms.get_for(request.user, Team.objects.all(), pk, perms.MANAGE)
         data = AddMemberSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            membership = services.add_member(team, data.validated_data["username"], data.validated_data["role"])
-        except services.TeamActionError as exc:
-            return Response({exc.field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
+        membership = services.add_member(team, data.validated_data["username"], data.validated_data["role"])
         return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -76,8 +70,5 @@ class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Creat
     def remove_member(self, request, pk=None, user_id=None):
         team = perms.get_for(request.user, Team.objects.all(), pk, perms.MANAGE)
         membership = get_object_or_404(Membership, team=team, user_id=as_id(user_id) or 0)  # past 64 bits: none
-        try:
-            services.remove_member(team, membership)
-        except services.TeamActionError as exc:
-            return Response({exc.field: str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        services.remove_member(team, membership)  # the last owner: 400 {"detail": why}
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -6,14 +6,17 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from studio.accounts.models import LAST_OWNER, OWNER, ROLES, Membership, Team
+from studio.lib.errors import FieldErrors
 
 
-class TeamActionError(ValueError):
-    """An action the input does not allow; `field` names the input at fault."""
+class TeamActionError(FieldErrors, ValueError):
+    """An action the input does not allow; `field` names the input at fault ("detail": the whole request).
+    The API answers 400 {field: [message]}, or {"detail": message}."""
 
     def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
+        super().__init__({field: message}, message=message)
         self.field = field
+        self.listed = field != "detail"  # "detail" is the request as a whole: one message, as DRF answers it
 
 
 @transaction.atomic

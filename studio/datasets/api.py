@@ -14,7 +14,7 @@ from studio.datasets.files import PREVIEW_ROWS, DatasetFileError, inspect_datase
 from studio.datasets.models import FORMATS, REFUSED, Dataset
 from studio.datasets.uploads import RefusedUpload
 from studio.lib.fields import StudioModelSerializer
-from studio.lib.team_api import TeamField, TeamScopedViewSet
+from studio.lib.team_api import TeamField, TeamScopedViewSet, delete_unused
 
 PREVIEW_MAX = 200
 MAPPING_FIELDS = ["split", "prompt_field", "messages_field", "answer_field", "extra_fields"]
@@ -141,7 +141,7 @@ class DatasetViewSet(TeamScopedViewSet):
 
     def perform_destroy(self, instance: Dataset) -> None:
         path, uploaded = instance.path, instance.source == "upload"
-        instance.delete()  # ProtectedError (in use) leaves the file too
+        delete_unused(instance)  # InUse (409) leaves the file too
         if uploaded:
             storage.discard_upload(path)
 

@@ -116,13 +116,12 @@ class EnvironmentViewSet(TeamScopedViewSet):
         data.is_valid(raise_exception=True)
         options = data.validated_data
         may_edit = perms.has_role(request.user, environment.team_id, perms.EDIT)
-        try:
-            config = trying.config_to_try(environment.config, options.get("config"), may_edit)
-            model = trying.model_to_try(environment.team, options.get("model", ""), options.get("checkpoint"))
-            answer = trying.try_environment(config, model, options["rows"], options["episodes"], team=environment.team)
-        except trying.TryError as exc:
-            return Response(exc.errors, status=exc.status)
-        return Response(answer)
+        # TryError: its status (400, 403, 502, 504) and {field: why} (studio.lib.errors)
+        config = trying.config_to_try(environment.config, options.get("config"), may_edit)
+        model = trying.model_to_try(environment.team, options.get("model", ""), options.get("checkpoint"))
+        return Response(
+            trying.try_environment(config, model, options["rows"], options["episodes"], team=environment.team)
+        )
 
 
 @extend_schema(responses={200: KINDS})

@@ -13,6 +13,7 @@ from studio.celery import app as celery_app
 from studio.environments.configs import ConfigError, validate_environment
 from studio.experiments import paths
 from studio.fleet.queues import task_queue, unanswered_reason
+from studio.lib.errors import FieldErrors
 from studio.runs.models import Checkpoint
 
 MAX_ROWS = 4
@@ -24,11 +25,11 @@ UNSAVED_NEEDS_EDIT = (
 )
 
 
-class TryError(ValueError):
+class TryError(FieldErrors, ValueError):
+    """Why the try-it refuses or failed, as {field: message}; `status` 400, 403, 502 or 504."""
+
     def __init__(self, errors: dict[str, str], status: int = 400) -> None:
-        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
-        self.errors = errors
-        self.status = status
+        super().__init__(errors, status=status)
 
 
 def config_to_try(saved: dict[str, Any] | None, unsaved: Any, may_edit: bool) -> dict[str, Any]:

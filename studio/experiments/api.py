@@ -155,11 +155,9 @@ class ExperimentViewSet(TeamScopedViewSet):
         data = LaunchSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         options = data.validated_data
-        try:
-            run = services.launch(experiment, request.user, kind=options["kind"], name=options.get("name") or "",
-                                  checkpoint_id=options.get("checkpoint"), overrides=options.get("overrides"))  # fmt: skip
-        except services.LaunchError as exc:
-            return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
+        # LaunchError: 400 naming each field (studio.lib.errors)
+        run = services.launch(experiment, request.user, kind=options["kind"], name=options.get("name") or "",
+                              checkpoint_id=options.get("checkpoint"), overrides=options.get("overrides"))  # fmt: skip
         return Response(RunSerializer(run, context=self.get_serializer_context()).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=CloneSerializer, responses={201: ExperimentSerializer})

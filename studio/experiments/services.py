@@ -7,16 +7,13 @@ from typing import Any
 from studio.accounts import permissions as perms
 from studio.experiments import paths, specs
 from studio.experiments.models import Experiment
+from studio.lib.errors import FieldErrors
 from studio.runs import lifecycle, placement
 from studio.runs.models import Checkpoint, Run
 
 
-class LaunchError(ValueError):
+class LaunchError(FieldErrors, ValueError):
     """Why the experiment cannot launch, as {field: message} (the API answers it as a 400)."""
-
-    def __init__(self, errors: dict[str, Any]) -> None:
-        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
-        self.errors = errors
 
 
 def launch(experiment: Experiment, user, *, kind: str = "train", name: str = "", checkpoint_id: int | None = None,

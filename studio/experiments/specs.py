@@ -8,15 +8,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from studio.lib.errors import FieldErrors
 from trainers.spec import AsyncSpec, RunSpec, validation_errors
 
 
-class SpecError(ValueError):
-    """A config the schema refuses; `errors` maps dotted field paths to messages."""
-
-    def __init__(self, errors: dict[str, str]) -> None:
-        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
-        self.errors = errors
+class SpecError(FieldErrors, ValueError):
+    """A config the schema refuses; `errors` maps dotted field paths to messages (the API answers 400)."""
 
 
 def validate(config: dict[str, Any]) -> dict[str, Any]:

@@ -224,10 +224,7 @@ class BatchesView(APIView):
             raise NotFound("not found")
         body = items.BatchIn(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            answer = services.ingest(run_id, body.validated_data.get("batch_id"), body.validated_data["items"])
-        except services.IngestRefused as exc:
-            return Response({"detail": str(exc)}, status=exc.status)
+        answer = services.ingest(run_id, body.validated_data.get("batch_id"), body.validated_data["items"])  # 409s
         RunToken.objects.filter(pk=token.pk).update(last_used=timezone.now())
         return Response(answer)
 

@@ -26,16 +26,13 @@ from rest_framework import serializers
 from rollout_client import verl
 from studio.ingest.items import EXTERNAL_SOURCES, BatchIn, body_digest, to_rollouts
 from studio.ingest.models import IngestBatch, RunToken
+from studio.lib.errors import Conflict
 from studio.runs import events, lifecycle, reports
 from studio.runs.models import FINISHED_STATES, QUEUED, RUNNING, MetricPoint, Rollout, Run
 
 
-class IngestRefused(Exception):
+class IngestRefused(Conflict):
     """A batch the run cannot take: `status` is the HTTP status (409), the message says why."""
-
-    def __init__(self, message: str, status: int = 409) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def external_spec(source: str, settings: dict[str, Any] | None = None, criteria: list[str] | None = None) -> dict:

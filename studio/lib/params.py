@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from studio.lib.env import FALSE, TRUE
+from studio.lib.errors import FieldErrors
 
 # The largest id and the widest whole number the database holds (a signed 64-bit integer): a
 # number past it is refused where it comes in, naming its field, never sent to the database.
@@ -17,9 +18,11 @@ MIN_INT = -(2**63)
 _DIGITS = re.compile(r"[0-9]+")
 
 
-class QueryError(ValueError):
+class QueryError(FieldErrors, ValueError):
+    """A query parameter refused: `field` names it; the API answers 400 {field: message}."""
+
     def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
+        super().__init__({field: message}, message=message)
         self.field = field
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from django.db.models import ProtectedError
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import serializers, status, viewsets
+from rest_framework import serializers, viewsets
 from rest_framework.permissions import IsAuthenticated
-from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
 from studio.accounts.models import Team
 from studio.lib.api_schema import ErrorSerializer, error, id_parameter
+from studio.lib.errors import Conflict
 from studio.lib.fields import BoundedPrimaryKeyRelatedField
 from studio.lib.params import QueryError, as_id, id_param
 
@@ -45,11 +45,20 @@ class TeamScopedViewSet(viewsets.ModelViewSet):
         perms.require(self.request.user, serializer.validated_data["team"], perms.EDIT)
         serializer.save(created_by=self.request.user)
 
-    def destroy(self, request, *args, **kwargs):
-        try:
-            return super().destroy(request, *args, **kwargs)
-        except ProtectedError as exc:  # a dataset or rubric that experiments still use
-            return Response({"detail": in_use_message(self.model, exc)}, status=status.HTTP_409_CONFLICT)
+    def perform_destroy(self, instance) -> None:
+        delete_unused(instance)
+
+
+class InUse(Conflict):
+    """A dataset, rubric or environment that experiments still use: nothing was deleted (409)."""
+
+
+def delete_unused(instance) -> None:
+    """Delete `instance`, or InUse naming the experiments that still use it (a ProtectedError)."""
+    try:
+        instance.delete()
+    except ProtectedError as exc:
+        raise InUse(in_use_message(type(instance), exc)) from None
 
 
 def in_use_message(model, exc: ProtectedError) -> str:

@@ -88,12 +88,9 @@ class RubricViewSet(TeamScopedViewSet):
         data = RubricTrySerializer(data=request.data)
         data.is_valid(raise_exception=True)
         may_edit = perms.has_role(request.user, rubric.team_id, perms.EDIT)
-        try:
-            spec = spec_to_try(rubric.spec, data.validated_data.get("spec"), may_edit)
-            answer = try_rubric(spec, data.validated_data["pairs"], team=rubric.team)
-        except TryError as exc:
-            return Response(exc.errors, status=exc.status)
-        return Response(answer)
+        # TryError: its status (400, 403, 502, 504) and {field: why} (studio.lib.errors)
+        spec = spec_to_try(rubric.spec, data.validated_data.get("spec"), may_edit)
+        return Response(try_rubric(spec, data.validated_data["pairs"], team=rubric.team))
 
 
 @extend_schema(responses={200: KINDS})

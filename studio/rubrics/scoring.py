@@ -12,6 +12,7 @@ from studio.celery import SCORE_RUBRIC_TASK, SCORING_STATE
 from studio.celery import app as celery_app
 from studio.experiments import paths
 from studio.fleet.queues import task_queue, unanswered_reason
+from studio.lib.errors import FieldErrors
 from trainers.spec import RubricSpec, validation_errors
 
 MAX_PAIRS = 32
@@ -22,11 +23,11 @@ UNSAVED_NEEDS_EDIT = (
 )
 
 
-class TryError(ValueError):
+class TryError(FieldErrors, ValueError):
+    """Why the try-it refuses or failed, as {field: message}; `status` 400, 403, 502 or 504."""
+
     def __init__(self, errors: dict[str, str], status: int = 400) -> None:
-        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
-        self.errors = errors
-        self.status = status
+        super().__init__(errors, status=status)
 
 
 def validate_rubric(spec: Any) -> dict[str, Any]:

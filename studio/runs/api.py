@@ -179,29 +179,20 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @extend_schema(request=None, responses={200: RunSerializer, 409: docs.CONFLICT})
     @action(detail=True, methods=["post"], serializer_class=serializers.Serializer)
     def cancel(self, request, pk=None):
-        try:
-            run = lifecycle.request_cancel(self._editable_run())
-        except lifecycle.RunActionError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        run = lifecycle.request_cancel(self._editable_run())  # RunActionError: 409 (studio.lib.errors)
         return Response(RunSerializer(run).data)
 
     @extend_schema(request=None, responses={201: RunSerializer, 409: docs.CONFLICT})
     @action(detail=True, methods=["post"], serializer_class=serializers.Serializer)
     def resume(self, request, pk=None):
-        try:
-            run = lifecycle.resume(self._editable_run(), request.user)
-        except lifecycle.RunActionError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        run = lifecycle.resume(self._editable_run(), request.user)
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={201: RunSerializer, 409: docs.CONFLICT})
     @action(detail=True, methods=["post"], serializer_class=serializers.Serializer)
     def evaluate(self, request, pk=None):
         """An evaluation-only run of this run's latest checkpoint (scores it on the dataset with the rubric)."""
-        try:
-            run = lifecycle.evaluate_checkpoint(self._editable_run(), request.user)
-        except lifecycle.RunActionError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        run = lifecycle.evaluate_checkpoint(self._editable_run(), request.user)
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=CloneRunSerializer, responses={201: RunSerializer, 409: docs.CONFLICT})
@@ -212,13 +203,9 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         source = self._editable_run()
         data = CloneRunSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            run = lifecycle.clone(source, request.user, name=data.validated_data.get("name") or "",
-                                  overrides=data.validated_data.get("overrides"))  # fmt: skip
-        except lifecycle.RunActionError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        except specs.SpecError as exc:
-            return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
+        # SpecError (settings refused with the overrides): 400 naming each field
+        run = lifecycle.clone(source, request.user, name=data.validated_data.get("name") or "",
+                              overrides=data.validated_data.get("overrides"))  # fmt: skip
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={201: RerunSerializer, 409: docs.CONFLICT})
@@ -227,10 +214,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         """Run again exactly: a new run of this run's pinned inputs (its settings as run, its data as the worker
         snapshotted it, its rubric and environment definitions as they were); `differences_now` says what differs
         now (data files, rows, code, packages). 409 for a run that recorded no provenance."""
-        try:
-            run, notes = lifecycle.rerun_exactly(self._editable_run(), request.user)
-        except lifecycle.RunActionError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        run, notes = lifecycle.rerun_exactly(self._editable_run(), request.user)
         return Response({**RunSerializer(run).data, "differences_now": notes}, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={200: docs.EXPORTS, 409: docs.CONFLICT})
@@ -238,10 +222,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def exports(self, request, pk=None):
         """What each export of the run's settings loses: {trl: {filename, unmapped: [{field, value, default, why}],
         approximate: [...]}, verl: {...}}. The files: export/trl/, export/verl/; the HTML report: report/."""
-        answer = exports.losses(self.get_object())
-        if "error" in answer:
-            return Response({"detail": answer["error"]}, status=status.HTTP_409_CONFLICT)
-        return Response(answer)
+        return Response(exports.losses(self.get_object()))  # ExportError: 409
 
     @extend_schema(operation_id="runs_export_file",
                    parameters=[OpenApiParameter("target", str, OpenApiParameter.PATH, enum=EXPORT_TARGETS)],
@@ -250,10 +231,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def export_file(self, request, pk=None, target=None):
         """The run's settings as a TRL GRPOConfig script (trl) or a verl ppo_trainer YAML (verl), as a download;
         every setting with no equivalent is listed in the file's opening comment."""
-        try:
-            made = exports.export(self.get_object(), target)
-        except exports.ExportError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        made = exports.export(self.get_object(), target)  # ExportError: 409
         # Plain text (the file's name says .py or .yaml): a download, never run or parsed by the browser.
         return _download(made.text, made.filename, "text/plain; charset=utf-8")
 
@@ -270,11 +248,8 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def events(self, request, pk=None):
         """Stored events after `?after=` (default 0), at most `?limit=` (≤ 1000), and the latest seq."""
         run = self.get_object()
-        try:
-            after = number_param(request.query_params, "after", int) or 0
-            limit = number_param(request.query_params, "limit", int)
-        except QueryError as exc:
-            return Response({exc.field: str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        after = number_param(request.query_params, "after", int) or 0  # QueryError: 400 naming the parameter
+        limit = number_param(request.query_params, "limit", int)
         limit = EVENTS_MAX if limit is None else max(1, min(limit, EVENTS_MAX))
         rows = RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")[:limit]
         return Response({"events": [e.to_message() for e in rows], "cursor": run.last_seq})
@@ -284,10 +259,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def rollouts(self, request, pk=None):
         """Keyset-paginated rollout summaries; see studio.runs.rollout_query for the filters."""
         run = readable_run(request, pk)  # members, or a live share link (read-only)
-        try:
-            return Response(rollout_query.page(run.pk, request.query_params))
-        except QueryError as exc:
-            return Response({exc.field: str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(rollout_query.page(run.pk, request.query_params))
 
     @extend_schema(
         operation_id="runs_rollout_detail", parameters=[docs.ROLLOUT_ID, SHARE], responses=RolloutDetailSerializer
@@ -321,10 +293,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         prompt's preview and its newest history entries ([step, passed, samples]); `counts` holds
         the run's prompts per status."""
         run = readable_run(request, pk)  # members, or a live share link (read-only)
-        try:
-            return Response(prompt_stat_query.page(run, request.query_params))
-        except QueryError as exc:
-            return Response({exc.field: str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(prompt_stat_query.page(run, request.query_params))
 
     @extend_schema(operation_id="runs_prompt_detail", parameters=[SHARE], responses=docs.PROMPT_DETAIL)
     @action(detail=True, methods=["get"], url_path=r"prompts/(?P<prompt_id>.+)", permission_classes=[AllowAny])
@@ -347,11 +316,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         message's (each text of each turn's) characters [offset, offset + limit) (limit ≤ 1,000,000), and `next_offset` while
         any message goes on. Readable by whoever may read the rollout."""
         run = readable_run(request, pk)  # members, or a live share link (read-only)
-        params = request.query_params
-        try:
-            field, offset, limit = _text_window(params)
-        except QueryError as exc:
-            return Response({exc.field: str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        field, offset, limit = _text_window(request.query_params)
         rollout = get_object_or_404(Rollout.objects.select_related("run_prompt"), run=run, pk=rollout_id)
         value = rollout.run_prompt.content if field == "prompt" else getattr(rollout, field)
         window, more = texts.field_window(field, value, offset, limit)

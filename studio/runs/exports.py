@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from studio.lib.errors import Conflict
 from studio.runs.models import Run
 from trainers.exports import Export, to_trl, to_verl
 from trainers.spec import RunSpec
@@ -11,8 +12,8 @@ from trainers.spec import RunSpec
 TARGETS = {"trl": to_trl, "verl": to_verl}
 
 
-class ExportError(ValueError):
-    """The run's stored settings no longer validate (saved by an older schema): nothing to export."""
+class ExportError(Conflict, ValueError):
+    """The run's stored settings no longer validate (saved by an older schema): nothing to export (409)."""
 
 
 def spec_as_run(run: Run) -> dict:
@@ -33,8 +34,6 @@ def export(run: Run, target: str) -> Export:
 
 
 def losses(run: Run) -> dict:
-    """{target: what its export loses (unmapped settings, approximations)}, or {"error": why}."""
-    try:
-        return {target: export(run, target).losses() for target in TARGETS}
-    except ExportError as exc:
-        return {"error": str(exc)}
+    """{target: what its export loses (unmapped settings, approximations)}. ExportError if the settings
+    no longer validate."""
+    return {target: export(run, target).losses() for target in TARGETS}

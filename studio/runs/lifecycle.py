@@ -30,6 +30,7 @@ from studio.celery import app as celery_app
 from studio.experiments import paths, specs
 from studio.experiments.specs import SpecError, asynchrony_note
 from studio.fleet import leases
+from studio.lib.errors import Conflict
 from studio.runs import events, placement, prompt_stats, provenance, scoring
 from studio.runs.models import (
     CANCELLED,
@@ -52,8 +53,8 @@ ACTIVE = (QUEUED, RUNNING)
 log = logging.getLogger(__name__)
 
 
-class RunActionError(ValueError):
-    """An action that the run's state does not allow; the message says why."""
+class RunActionError(Conflict, ValueError):
+    """An action that the run's state does not allow; the message says why (the API answers 409)."""
 
 
 def _refuse_unless_allowed(run: Run, action: str) -> None:

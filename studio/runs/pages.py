@@ -15,7 +15,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from studio.accounts import permissions as perms
-from studio.experiments.specs import SpecError, asynchrony_note
+from studio.experiments.specs import asynchrony_note
+from studio.lib.errors import Refused
 from studio.runs import exports, lifecycle, panels, prompt_stat_query, provenance, queueing, rollout_query
 from studio.runs.models import PROMPT_STATUSES, Run, RunEvent
 from studio.sharing.models import ShareLink
@@ -45,7 +46,7 @@ def runs(request: HttpRequest) -> HttpResponse:
                 raise lifecycle.RunActionError(f"unknown action {action!r}")
             lifecycle.request_cancel(run)
             return redirect(f"{request.path}#run-{run.pk}")
-        except (lifecycle.RunActionError, SpecError) as exc:  # a clone's settings refused name each field
+        except Refused as exc:  # RunActionError, or a clone's settings refused (SpecError naming each field)
             answers[run.pk] = str(exc)
     rows = perms.visible(Run.objects.all(), request.user).distinct().select_related("experiment", "team")
     state = request.GET.get("state")
@@ -53,6 +54,14 @@ def runs(request: HttpRequest) -> HttpResponse:
         rows = rows.filter(state=state)
     context = {"runs": rows.order_by("-created")[:200], "state": state, "answers": answers}
     return render(request, "runs/list.html", context, status=409 if answers else 200)
+
+
+def _export_losses(run: Run) -> dict:
+    """exports.losses, or {"error": why} for the page to say in place of the export links."""
+    try:
+        return exports.losses(run)
+    except exports.ExportError as exc:
+        return {"error": str(exc)}
 
 
 def _criteria(run: Run) -> list[str]:
@@ -93,7 +102,7 @@ def render_run_page(request: HttpRequest, run: Run, *, role: str | None, share: 
     restarts = list(run.restart_log.all())
     # Provenance and exports: members only (a share link shows curves and rollouts, not the machine or code).
     facts = {} if share else {"provenance": provenance.summary(run), "repeats": provenance.repeat_differences(run),
-                              "exports": exports.losses(run)}  # fmt: skip
+                              "exports": _export_losses(run)}  # fmt: skip
     # An asynchronous run says that it is not bit-reproducible (its settings, not its metrics, decide).
     context = {"run": run, "config": config, "share": share, "can_edit": can_edit, "restarts": restarts, "queue": queue,
                "resumed": lineage[-1] if lineage else None, "asynchrony": asynchrony_note(run.spec), **facts}  # fmt: skip
