@@ -20,7 +20,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from studio.accounts.models import OWNER, Team
-from studio.datasets import storage
+from studio.datasets import places
 from studio.datasets.files import inspect_dataset
 from studio.datasets.models import Dataset
 from studio.environments.configs import validate_environment
@@ -38,18 +38,18 @@ TINY_MODEL_LABEL = "tiny demo model, ~1 M parameters, random weights"
 
 def demo_model_path() -> Path:
     """Where the first start builds the demo's tiny model (in the folder every team may read)."""
-    return storage.demo_dir() / "tiny-model"
+    return places.demo_dir() / "tiny-model"
 
 
 def real_model_path() -> Path:
     """Where `./studioctl setup` converts the real model, beside the tiny one."""
-    return storage.demo_dir() / SMOLLM2.name
+    return places.demo_dir() / SMOLLM2.name
 
 
 def calculator_transcripts_path() -> Path:
     """The agent demo's cold-start conversations (real_agent.make_warm_up_file), written on the first start:
     the experiment form offers them for any agent with the calculator."""
-    return storage.demo_dir() / "calculator-cold-start.jsonl"
+    return places.demo_dir() / "calculator-cold-start.jsonl"
 
 
 def real_model_installed() -> bool:
@@ -128,7 +128,7 @@ def install_real_model(warn=print) -> Path | None:
 def make_demo(team: Team, user) -> Experiment:
     from trainers.demos.demo import demo_spec, make_demo_dataset
 
-    demo_dir = storage.demo_dir()  # the one part of DATA_DIR that every team may read
+    demo_dir = places.demo_dir()  # the one part of DATA_DIR that every team may read
     model = build_tiny_model(demo_model_path())
     data_path = make_demo_dataset(demo_dir / "repeat-the-letter.jsonl")
     spec = demo_spec(model, data_path, demo_dir / "out")
@@ -143,7 +143,7 @@ def make_demo(team: Team, user) -> Experiment:
 
 def make_real_demo(team: Team, user) -> Experiment:
     """The real model (installed by setup) learns to answer sums with the number alone (trainers.demos.real)."""
-    demo_dir = storage.demo_dir()
+    demo_dir = places.demo_dir()
     data_path = real.make_real_dataset(demo_dir / "small-sums.jsonl")
     spec = real.real_demo_spec(real_model_path(), data_path, demo_dir / "out")
     return _create_demo(
@@ -158,7 +158,7 @@ def make_agent_demo(team: Team, user) -> Experiment:
     """The real model as a calculator agent (trainers.demos.real_agent): its dataset, rubric, `tools`
     environment with the calculator, and an experiment whose runs begin with the cold start (warm_up) on
     calculator transcripts, so the inspector shows tool calls and their results from the first step."""
-    demo_dir = storage.demo_dir()
+    demo_dir = places.demo_dir()
     data_path = real_agent.make_real_agent_dataset(demo_dir / "calculator-arithmetic.jsonl")
     warm_up = real_agent.make_warm_up_file(calculator_transcripts_path())
     fast = vllm_unavailable_reason() is None  # vLLM samples the demo several times faster (real_agent.FAST_SAMPLING)

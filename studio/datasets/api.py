@@ -9,7 +9,7 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
-from studio.datasets import checks, storage
+from studio.datasets import checks, places, storage
 from studio.datasets.files import PREVIEW_ROWS, DatasetFileError, inspect_dataset
 from studio.datasets.models import FORMATS, REFUSED, Dataset
 from studio.datasets.uploads import RefusedUpload
@@ -67,7 +67,7 @@ class DatasetSerializer(StudioModelSerializer):
         return value
 
     def validate_split(self, value):
-        if not storage.is_split_name(value):
+        if not places.is_split_name(value):
             raise serializers.ValidationError("a split is a name (like 'train'), not a path")
         return value
 

@@ -12,8 +12,8 @@ from django.core.files.uploadedfile import UploadedFile
 
 from studio.datasets.files import DatasetFileError, Inspection, detect_format, inspect_dataset
 from studio.datasets.models import READY, Dataset
-
-DEMO_FOLDER = "demo"  # under DATA_DIR; see studio.bootstrap.make_demo
+from studio.experiments.paths import policy_for
+from trainers.access import DATA, Refused
 
 
 def save_upload(upload: UploadedFile) -> Path:
@@ -42,20 +42,6 @@ def discard_upload(path: str | Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def demo_dir() -> Path:
-    """Where studio.bootstrap puts the demo dataset and tiny model: the one part of DATA_DIR anyone may read."""
-    return Path(settings.DATA_DIR).resolve() / DEMO_FOLDER
-
-
-def is_split_name(split: str) -> bool:
-    """A Hugging Face split is a subfolder name: a path there would read outside the dataset."""
-    return not ("/" in split or "\\" in split or split in (".", ".."))
-
-
-def inside(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
-
-
 def server_path(raw: str) -> Path:
     """A server-side path the studio may read: it must exist and lie under STUDIO_DATASET_ROOTS,
     and so must every file inside it, each where it really lies (symbolic links followed): the
@@ -79,10 +65,6 @@ def readable(dataset: Dataset) -> Path:
 
 
 def _checked(raw: str, team) -> Path:
-    # paths builds the team's policy from its runs and datasets, and itself reads this module's helpers
-    from studio.experiments.paths import policy_for
-    from trainers.access import DATA, Refused
-
     try:
         return policy_for(team).check(raw, DATA)
     except Refused as exc:

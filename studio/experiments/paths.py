@@ -39,7 +39,7 @@ from typing import Any
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
-from studio.datasets import storage
+from studio.datasets import places
 from studio.datasets.models import Dataset
 from studio.experiments.specs import SpecError, validate
 from studio.fleet.models import WorkerNode
@@ -69,7 +69,7 @@ def check(spec: dict[str, Any], team) -> None:
     errors = policy_errors(spec, team)
     for section in ("data", "validation"):
         split = str((spec.get(section) or {}).get("split") or "")
-        if spec.get(section) and not storage.is_split_name(split):
+        if spec.get(section) and not places.is_split_name(split):
             errors.setdefault(f"{section}.split", f"{split!r}: a split is a name (like 'train'), not a path")
     for field in MODEL_FIELDS:
         section, key = field.split(".")
@@ -154,7 +154,7 @@ class _TeamFiles:
         self._uploads: list[Path] | None = None
 
     def __call__(self, path: Path, kind: str) -> bool:
-        if storage.inside(path, storage.demo_dir()):
+        if places.inside(path, places.demo_dir()):
             return True
         if self.team is None:
             return False
@@ -164,7 +164,7 @@ class _TeamFiles:
             # Its uploads, and the data its runs trained on as the worker snapshotted it (DATA_DIR/runs/<id>/inputs:
             # workers.provenance), which "Run again exactly" trains on again.
             snapshot = own_run and len(parts) >= 3 and parts[2] == INPUTS_FOLDER
-            return snapshot or any(storage.inside(path, upload) for upload in self.uploads())
+            return snapshot or any(places.inside(path, upload) for upload in self.uploads())
         return own_run
 
     def runs(self) -> set[int]:
@@ -176,7 +176,7 @@ class _TeamFiles:
         if self._uploads is None:
             paths = Dataset.objects.filter(team=self.team).values_list("path", flat=True)
             resolved = (_resolved(p) for p in paths if p)
-            self._uploads = [p for p in resolved if p is not None and storage.inside(p, self.data_dir)]
+            self._uploads = [p for p in resolved if p is not None and places.inside(p, self.data_dir)]
         return self._uploads
 
 
@@ -234,7 +234,7 @@ def model_source_note(raw: str) -> str:
 
 def _workers_see(path: Path) -> bool:
     """Whether a worker reads `path` as this process does: a shared root, or a worker on this machine."""
-    if any(storage.inside(path, Path(root)) for root in settings.DATASET_ROOTS):
+    if any(places.inside(path, Path(root)) for root in settings.DATASET_ROOTS):
         return True
     return _local_worker_online()
 

@@ -5,78 +5,24 @@ loads no runtime code."""
 
 from __future__ import annotations
 
-import ast
-import graphlib
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGE = ROOT / "trainers"
+from tests import import_graph as walk
+from tests.import_graph import ROOT, circle
+
+MODULES = walk.package_modules("trainers")
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
-
-
-def resolve(target: str) -> str | None:
-    """The module an imported dotted name lives in (a name imported from a module is not a module)."""
-    while target and target not in MODULES:
-        target = target.rpartition(".")[0]
-    return target or None
-
-
-def imports(module: str) -> list[tuple[str, ast.stmt, bool]]:
-    """(imported trainers module, statement, inside a function) for every import in `module`."""
-    path = MODULES[module]
-    tree = ast.parse(path.read_text(), str(path))
-    in_function = {
-        id(node)
-        for fn in ast.walk(tree)
-        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
-        for node in ast.walk(fn)
-    }
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split(".")[: len(module.split(".")) - node.level + (path.name == "__init__.py")]
-                prefix = ".".join(base + ([node.module] if node.module else []))
-            else:
-                prefix = node.module or ""
-            names = [f"{prefix}.{alias.name}" for alias in node.names] or [prefix]
-        else:
-            continue
-        for name in names:
-            target = resolve(name)
-            if target and target != module:
-                found.append((target, node, id(node) in in_function))
-    return found
+def imports(module: str):
+    return walk.imports(MODULES, module)
 
 
 def import_graph() -> dict[str, set[str]]:
-    graph: dict[str, set[str]] = {module: set() for module in MODULES}
-    for module in MODULES:
-        own_packages = {module.rsplit(".", i)[0] for i in range(module.count(".") + 1)}
-        for target, _, _ in imports(module):
-            graph[module].add(target)
-            # Importing a.b.c runs a/__init__ and a/b/__init__ first: those are edges too, unless
-            # they are packages the importer is already inside.
-            parts = target.split(".")
-            for i in range(2, len(parts)):
-                package = ".".join(parts[:i])
-                if package not in own_packages and package in MODULES:
-                    graph[module].add(package)
-    return graph
+    return walk.import_graph(MODULES)
 
 
 def test_the_walk_finds_the_edges_it_must():
@@ -87,15 +33,6 @@ def test_the_walk_finds_the_edges_it_must():
     assert "trainers.rollout.environments.kinds.tools" in graph["trainers.rollout.environments.kinds"]
     # importing rollout.environments.kinds.procedural runs the kinds package's __init__ first
     assert "trainers.rollout.environments.kinds" in graph["trainers.demos.agent_demo"]
-
-
-def circle(graph: dict[str, set[str]]) -> list[str]:
-    """One import circle of `graph`, or [] when there is none."""
-    try:
-        graphlib.TopologicalSorter(graph).prepare()
-    except graphlib.CycleError as exc:
-        return exc.args[1]
-    return []
 
 
 def test_a_circle_is_found_when_there_is_one():

@@ -18,7 +18,8 @@ from studio.tracking import services
 from studio.tracking.models import DONE, FAILED, FAILING, OK, STARTING
 from studio.tracking.schema import SECRET_FIELDS, MirrorSettings
 from trainers.report import Reporter, Rollout
-from workers.mirroring.trackers import RunInfo, Tracker, tracker_class
+from workers.mirroring.registry import RunInfo, Tracker
+from workers.mirroring.trackers import tracker_class
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ import time
 from contextlib import contextmanager
 from typing import Any
 
-from workers.mirroring import rows
-from workers.mirroring.trackers import TRACKERS, RunInfo
+import workers.mirroring.rows as rows
+from workers.mirroring.registry import TRACKERS, RunInfo
 
 _AUTHORIZATION: contextvars.ContextVar[str | None] = contextvars.ContextVar("studio_mlflow_auth", default=None)
 # MLflow's client retries a refused request 7 times with doubling backoff (minutes); a mirror thread should

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from workers.mirroring import rows
-from workers.mirroring.trackers import TRACKERS, RunInfo
+import workers.mirroring.rows as rows
+from workers.mirroring.registry import TRACKERS, RunInfo
 
 
 @TRACKERS.register("trackio")

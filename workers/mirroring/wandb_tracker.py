@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from workers.mirroring import rows
-from workers.mirroring.trackers import TRACKERS, RunInfo
+import workers.mirroring.rows as rows
+from workers.mirroring.registry import TRACKERS, RunInfo
 
 INIT_TIMEOUT_S = 60.0
 
