@@ -39,7 +39,7 @@ from trainers.demos.real_agent import (  # noqa: E402
     make_warm_up_file,
     real_agent_demo_spec,
 )
-from trainers.pretrained import SMOLLM2, install  # noqa: E402
+from trainers.models.pretrained import SMOLLM2, install  # noqa: E402
 from trainers.report import MemoryReporter  # noqa: E402
 
 SETUPS: dict[str, dict[str, Any]] = {

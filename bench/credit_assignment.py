@@ -53,7 +53,7 @@ import torch  # noqa: E402
 from trainers.demos.agent_demo import HELD_OUT_BOXES, MALFORMED_CALLS, TRAIN_BOXES, build_agent_model  # noqa: E402
 from trainers.demos.demo import write_rows  # noqa: E402
 from trainers.episodes import Message  # noqa: E402
-from trainers.quiet import quiet_transformers  # noqa: E402
+from trainers.models.quiet import quiet_transformers  # noqa: E402
 from trainers.report import MemoryReporter, Rollout  # noqa: E402
 from trainers.rollout.environments.base import EpisodeLimits  # noqa: E402
 from trainers.rollout.environments.kinds import ENVIRONMENTS  # noqa: E402

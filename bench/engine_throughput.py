@@ -82,7 +82,7 @@ def generation_rates(model: str, args, work: Path, prompts_text: list[str]) -> d
     from transformers import AutoTokenizer
 
     from tests.trainers.helpers import engine_trainer_gap
-    from trainers.models import load_policy
+    from trainers.models.loading import load_policy
     from trainers.rollout.engines.base import SamplingParams
     from trainers.rollout.engines.catalog import create_engine
 

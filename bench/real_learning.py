@@ -10,7 +10,7 @@ For each (engine, seed) it prints the held-out reward, pass rate (both criteria 
 criterion's mean at step 0 and at the last validation, the best validation along the way, and
 seconds for the whole run; then per engine the mean over seeds. The held-out rows are the demo's
 own (`validation.holdout_fraction`, chosen by `holdout_seed`, so every seed validates on the same
-prompts). Runs on the GPU when there is one (`trainers.models.default_device`).
+prompts). Runs on the GPU when there is one (`trainers.models.loading.default_device`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from trainers.demos.real import make_real_dataset, real_demo_spec, real_rubric  # noqa: E402
-from trainers.pretrained import SMOLLM2, install  # noqa: E402
+from trainers.models.pretrained import SMOLLM2, install  # noqa: E402
 
 CRITERIA = tuple(criterion["name"] for criterion in real_rubric()["criteria"])
 

@@ -55,8 +55,8 @@ def worker(args: argparse.Namespace) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     sys.path.insert(0, str(ROOT))
-    from trainers.distributed import dist_info, init_distributed
-    from trainers.sharding import build_mesh, run_pass, shard_model
+    from trainers.scale.distributed import dist_info, init_distributed
+    from trainers.scale.sharding import build_mesh, run_pass, shard_model
     from trainers.spec import ParallelSpec
 
     info = init_distributed(dist_info())

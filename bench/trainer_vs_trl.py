@@ -24,7 +24,7 @@ model with real *shapes*; "pretrained" is a real pretrained model:
   (`make_lengths_skewed`: about 3 in 4 completions end near 16 tokens, the rest run to 512),
   micro-batch 8. Prints peak resident memory as well.
 - **pretrained** (real pretrained model): SmolLM2-135M-Instruct as `./studioctl setup` converts
-  it (`trainers.pretrained.install(SMOLLM2, ...)`: bf16 weights loaded as float32 on both sides,
+  it (`trainers.models.pretrained.install(SMOLLM2, ...)`: bf16 weights loaded as float32 on both sides,
   30 layers, hidden 576, 49,152-token vocabulary, ChatML template, EOS = pad = `<|im_end|>`;
   `--model PATH` for another folder), unedited. 8 prompts x 8 completions of up to 128 tokens
   (`--pretrained-max-new-tokens`) ending at the model's own EOS (nothing suppressed), micro-batch
@@ -789,7 +789,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = plan(args)
     args.pretrained_dir, skipped = None, False
     if any(case.kind == "pretrained" for case in cases):
-        from trainers.pretrained import SMOLLM2, PretrainedError, install
+        from trainers.models.pretrained import SMOLLM2, PretrainedError, install
 
         try:
             args.pretrained_dir = args.model.resolve() if args.model else install(SMOLLM2, args.models_dir)

@@ -3,7 +3,7 @@ and the real-model demos beside it once the real model is installed: sums answer
 and an agent that calls the calculator (its environment too).
 
 The tiny model is built, and the real model converted, in a child Python process so the launcher
-(and the web tier) never import torch. The real model (trainers.pretrained.SMOLLM2) is converted by
+(and the web tier) never import torch. The real model (trainers.models.pretrained.SMOLLM2) is converted by
 `./studioctl setup` (`manage.py real_model`), not on start: a start only looks for its folder.
 """
 
@@ -28,7 +28,7 @@ from studio.environments.models import Environment
 from studio.experiments.models import Experiment, data_options
 from studio.rubrics.models import Rubric
 from trainers.demos import real, real_agent
-from trainers.pretrained import SMOLLM2, is_installed
+from trainers.models.pretrained import SMOLLM2, is_installed
 from trainers.rollout.engines.availability import vllm_unavailable_reason
 
 DEMO_TEAM = "Demo team"

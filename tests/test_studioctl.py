@@ -98,7 +98,7 @@ def test_every_extra_requirements_txt_asks_for_is_one_its_package_declares_by_th
 
 
 def test_the_real_models_package_is_the_version_trainers_pretrained_pins():
-    from trainers.pretrained import SMOLLM2
+    from trainers.models.pretrained import SMOLLM2
 
     try:
         installed = importlib.metadata.version(SMOLLM2.package)
@@ -131,7 +131,7 @@ def model_lines(done: subprocess.CompletedProcess) -> list[str]:
 
 
 def test_setup_with_nothing_to_install_leaves_an_installed_real_model_alone_and_says_nothing(tmp_path):
-    from trainers.pretrained import MARKER, SMOLLM2
+    from trainers.models.pretrained import MARKER, SMOLLM2
 
     folder = tmp_path / "data" / "demo" / SMOLLM2.name
     folder.mkdir(parents=True)

@@ -26,73 +26,19 @@ from pydantic import ValidationError
 from trainers.data.readers import DataError, read_records
 from trainers.demos.demo import demo_spec, make_demo_dataset
 from trainers.demos.tiny import build_tiny_model
-from trainers.pretrained import PACKAGED, SMOLLM2, PretrainedError, install
-from trainers.report import Rollout
+from trainers.models.pretrained import PACKAGED, SMOLLM2, PretrainedError, install
+from trainers.report import JsonlReporter
 from trainers.rewards.rubric import score_pairs
 from trainers.spec import RunSpec, apply_preset, validation_errors
 
 if TYPE_CHECKING:
-    from trainers.distributed import DistInfo
+    from trainers.scale.distributed import DistInfo
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_STOPPED = 0, 1, 2, 130
 
 
 class BadInput(Exception):
     """Input the user must fix; printed without a traceback."""
-
-
-class JsonlReporter:
-    """Writes `<prefix>metrics.jsonl` ({"step": N, key: value, ...} per line), `<prefix>rollouts.jsonl`
-    (one Rollout per line), `<prefix>prompt_stats.jsonl` ({"step": N, "prompts": [...]} per step) and
-    `<prefix>run.log` into `output_dir`, and drives a progress bar."""
-
-    def __init__(self, output_dir: str | Path, *, total: int | None = None, prefix: str = "", progress: bool = True):
-        from tqdm import tqdm
-
-        self.dir = Path(output_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self._metrics = open(self.dir / f"{prefix}metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-        self._rollouts = open(self.dir / f"{prefix}rollouts.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-        self._log = open(self.dir / f"{prefix}run.log", "a", encoding="utf-8")  # noqa: SIM115
-        self._prompt_stats = open(self.dir / f"{prefix}prompt_stats.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-        self.bar = tqdm(total=total, unit="step", disable=not progress or total is None, dynamic_ncols=True)
-        self.final_state: str | None = None
-
-    def metrics(self, step: int, values: dict[str, float]) -> None:
-        self._metrics.write(json.dumps({"step": step, **values}) + "\n")
-        self._metrics.flush()
-        if "reward/mean" in values:
-            self.bar.n = step
-            self.bar.set_postfix(reward=f"{values['reward/mean']:.3f}", refresh=False)
-            self.bar.refresh()
-
-    def rollouts(self, step: int, rollouts: list[Rollout]) -> None:
-        self._rollouts.writelines(json.dumps(r.to_dict()) + "\n" for r in rollouts)
-        self._rollouts.flush()
-
-    def status(self, state: str, detail: str = "") -> None:
-        self.final_state = state
-        self.log(f"status: {state}" + (f" ({detail})" if detail else ""))
-
-    def checkpoint(self, step: int, path: str) -> None:
-        self.log(f"checkpoint at step {step}: {path}")
-
-    def prompt_stats(self, step: int, stats: list[dict[str, Any]]) -> None:
-        self._prompt_stats.write(json.dumps({"step": step, "prompts": stats}) + "\n")
-        self._prompt_stats.flush()
-
-    def warning(self, step: int | None, message: str) -> None:
-        self.log(f"warning{f' at step {step}' if step is not None else ''}: {message}")
-
-    def log(self, line: str) -> None:
-        self._log.write(line.rstrip("\n") + "\n")
-        self._log.flush()
-        self.bar.write(line.rstrip("\n"), file=sys.stderr)
-
-    def close(self) -> None:
-        self.bar.close()
-        for f in (self._metrics, self._rollouts, self._prompt_stats, self._log):
-            f.close()
 
 
 # ---------------------------------------------------------------- reading input
@@ -156,7 +102,7 @@ class StopFlag:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from trainers.distributed import dist_info, launch  # torch loads only for the commands that need it
+    from trainers.scale.distributed import dist_info, launch  # torch loads only for the commands that need it
 
     spec = load_spec(args.spec)
     if args.procs_per_node is not None:

@@ -5,10 +5,13 @@ Plain dataclasses (no torch) so the studio and the workers can build and read th
 
 from __future__ import annotations
 
+import json
+import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 RUN_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
@@ -211,3 +214,81 @@ def replay(event: dict[str, Any], reporter: Reporter) -> None:
         reporter.prompt_stats(int(event["step"]), [dict(s) for s in event["stats"]])
     else:
         raise ValueError(f"unknown report event kind {kind!r}; known: {', '.join(REPORT_KINDS)}")
+
+
+@dataclass
+class RunResult:
+    """How a run ended, as `train` (trainers.run.loop, or trainers.scale.ray_cluster for rank 0 of a Ray job)
+    returns it."""
+
+    status: str  # "succeeded" | "cancelled" | "failed"
+    steps: int  # optimiser steps completed (including those before a resume)
+    metrics: dict[str, float] = field(default_factory=dict)  # the last step's
+    checkpoint: str | None = None  # the last checkpoint written
+    detail: str = ""
+
+
+class NullReporter:
+    """What ranks other than 0 report to: nothing (rank 0 speaks for the job)."""
+
+    def metrics(self, step: int, values: dict[str, float]) -> None: ...
+    def rollouts(self, step: int, rollouts: list[Any]) -> None: ...
+    def status(self, state: str, detail: str = "") -> None: ...
+    def checkpoint(self, step: int, path: str) -> None: ...
+    def log(self, line: str) -> None: ...
+    def warning(self, step: int | None, message: str) -> None: ...
+    def prompt_stats(self, step: int, stats: list[dict[str, Any]]) -> None: ...
+
+
+class JsonlReporter:
+    """Writes `<prefix>metrics.jsonl` ({"step": N, key: value, ...} per line), `<prefix>rollouts.jsonl`
+    (one Rollout per line), `<prefix>prompt_stats.jsonl` ({"step": N, "prompts": [...]} per step) and
+    `<prefix>run.log` into `output_dir`, and drives a progress bar."""
+
+    def __init__(self, output_dir: str | Path, *, total: int | None = None, prefix: str = "", progress: bool = True):
+        from tqdm import tqdm
+
+        self.dir = Path(output_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._metrics = open(self.dir / f"{prefix}metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self._rollouts = open(self.dir / f"{prefix}rollouts.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self._log = open(self.dir / f"{prefix}run.log", "a", encoding="utf-8")  # noqa: SIM115
+        self._prompt_stats = open(self.dir / f"{prefix}prompt_stats.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self.bar = tqdm(total=total, unit="step", disable=not progress or total is None, dynamic_ncols=True)
+        self.final_state: str | None = None
+
+    def metrics(self, step: int, values: dict[str, float]) -> None:
+        self._metrics.write(json.dumps({"step": step, **values}) + "\n")
+        self._metrics.flush()
+        if "reward/mean" in values:
+            self.bar.n = step
+            self.bar.set_postfix(reward=f"{values['reward/mean']:.3f}", refresh=False)
+            self.bar.refresh()
+
+    def rollouts(self, step: int, rollouts: list[Rollout]) -> None:
+        self._rollouts.writelines(json.dumps(r.to_dict()) + "\n" for r in rollouts)
+        self._rollouts.flush()
+
+    def status(self, state: str, detail: str = "") -> None:
+        self.final_state = state
+        self.log(f"status: {state}" + (f" ({detail})" if detail else ""))
+
+    def checkpoint(self, step: int, path: str) -> None:
+        self.log(f"checkpoint at step {step}: {path}")
+
+    def prompt_stats(self, step: int, stats: list[dict[str, Any]]) -> None:
+        self._prompt_stats.write(json.dumps({"step": step, "prompts": stats}) + "\n")
+        self._prompt_stats.flush()
+
+    def warning(self, step: int | None, message: str) -> None:
+        self.log(f"warning{f' at step {step}' if step is not None else ''}: {message}")
+
+    def log(self, line: str) -> None:
+        self._log.write(line.rstrip("\n") + "\n")
+        self._log.flush()
+        self.bar.write(line.rstrip("\n"), file=sys.stderr)
+
+    def close(self) -> None:
+        self.bar.close()
+        for f in (self._metrics, self._rollouts, self._prompt_stats, self._log):
+            f.close()

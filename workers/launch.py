@@ -8,7 +8,7 @@
 - ray (several machines): handed to `workers.ray_launch.run_group(spec, reporter, should_stop)`, which
   places the processes on the Ray cluster (settings.RAY_ADDRESS) and returns an object with `status`
   and `detail` like workers.torchrun.GroupResult; its ranks report through a Ray actor that the task
-  drains (trainers.ray_cluster): only Ray's own connections cross the machines.
+  drains (trainers.scale.ray_cluster): only Ray's own connections cross the machines.
 
 A run whose GPUs are not all free raises GpusBusy after saying on the run what it waits for; the
 Celery task then goes back to the queue (workers.tasks), so no pool process sits waiting for GPUs.

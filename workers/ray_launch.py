@@ -1,4 +1,4 @@
-"""Runs on several machines (parallel.nodes > 1): the worker's side of trainers.ray_cluster.
+"""Runs on several machines (parallel.nodes > 1): the worker's side of trainers.scale.ray_cluster.
 
 workers.launch.run_processes hands such a run here (`run_group`). The Celery task stays the run's owner
 and becomes the Ray driver: it connects to the cluster named by settings.RAY_ADDRESS, starts the ranks
@@ -9,7 +9,7 @@ cannot take the run, ends the run "failed" with a message naming the rank, its m
 the failed ranks' tracebacks and the tail of their Ray logs are the run's last log lines, which the
 run's error quotes.
 
-Ray is optional: trainers.ray_cluster imports it only when a run starts, and a worker without it
+Ray is optional: trainers.scale.ray_cluster imports it only when a run starts, and a worker without it
 refuses such runs with that reason.
 """
 
@@ -21,8 +21,8 @@ from typing import Any
 
 from django.conf import settings
 
-from trainers.ray_cluster import ClusterError, RankFailed, RunResult, train_on_ray
-from trainers.report import Reporter
+from trainers.report import Reporter, RunResult
+from trainers.scale.ray_cluster import ClusterError, RankFailed, train_on_ray
 
 
 def run_group(spec: Any, reporter: Reporter, should_stop: Callable[[], bool]) -> RunResult:

@@ -1,4 +1,4 @@
-"""The worker's end of a multi-process run's link (trainers.remote): one TCP listener per run that
+"""The worker's end of a multi-process run's link (trainers.scale.remote): one TCP listener per run that
 every rank connects to. Rank 0's reports are replayed into the run's DatabaseReporter (so they are
 batched, persisted and published exactly as a one-process run's, once); the cancel check is turned
 into a stop request to rank 0; and every rank is watched: a rank that says it failed, or whose
@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainers.remote import ADDRESS_ENV, TOKEN_ENV, decode, encode
 from trainers.report import Reporter, replay
+from trainers.scale.remote import ADDRESS_ENV, TOKEN_ENV, decode, encode
 
 log = logging.getLogger(__name__)
 

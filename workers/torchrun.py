@@ -1,8 +1,8 @@
 """The processes of one run on one machine, started with torchrun under the Celery task that leased
-their GPUs (studio.fleet.leases): `python -m torch.distributed.run --standalone -m trainers.remote`,
+their GPUs (studio.fleet.leases): `python -m torch.distributed.run --standalone -m trainers.scale.remote`,
 CUDA_VISIBLE_DEVICES set to the leased GPUs (on a machine without GPUs: CPU processes on gloo).
 
-Reports come back over the run's relay (workers.relay; why a socket, in trainers.remote), so the
+Reports come back over the run's relay (workers.relay; why a socket, in trainers.scale.remote), so the
 task's DatabaseReporter writes them as for a one-process run. Every rank is watched twice: the relay
 sees a rank fail or vanish the moment it happens, and torchrun's own agent (which stops the other
 ranks when one fails) writes each failed rank's exit code and, through `record` on the entry point,
@@ -31,14 +31,14 @@ from pathlib import Path
 import psutil
 from django.conf import settings
 
-from trainers.distributed import torchrun_command
 from trainers.report import Reporter
+from trainers.scale.distributed import torchrun_command
 from workers.relay import Relay
 
 log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[1]
-ENTRY = "trainers.remote"
+ENTRY = "trainers.scale.remote"
 FAILURE_GRACE_S = 5.0  # after a rank failed: time for torchrun to stop the others and write its summary
 TERMINATE_WAIT_S = 10.0  # after SIGTERM to torchrun (it stops its ranks): then everything is killed
 STDERR_TAIL_LINES = 20
@@ -74,7 +74,7 @@ def run_group(spec, reporter: Reporter, should_stop: Callable[[], bool], nproc: 
             # A session of its own: a signal to the worker's process group (a deploy, the studio's Ctrl-C)
             # would make torchrun kill the ranks at once; the stop reaches rank 0 through the relay
             # instead, and the ranks checkpoint first. A worker killed outright closes the relay, and
-            # the ranks stop by themselves (trainers.remote).
+            # the ranks stop by themselves (trainers.scale.remote).
             proc = subprocess.Popen(command, cwd=ROOT, env=child_env(relay.env(), devices), stdin=subprocess.DEVNULL,
                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
         try:

@@ -17,7 +17,7 @@ def try_episodes(config: dict[str, Any], model: dict[str, Any], rows: list[dict[
     """{"episodes": [[episode]]}: for each row, `n` episodes, each {messages, turns: [Turn.to_dict()],
     end_reason, error, final_text}. A bad config, model or row raises ValueError with the reason."""
     from trainers.data.prompts import render_prompt
-    from trainers.models import default_device, load_policy
+    from trainers.models.loading import default_device, load_policy
     from trainers.rollout.engines.base import SamplingParams
     from trainers.rollout.engines.hf import HFEngine
     from trainers.rollout.generate import run_episodes

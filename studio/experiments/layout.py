@@ -18,7 +18,7 @@ from studio.accounts import permissions as perms
 from studio.bootstrap import TINY_MODEL_LABEL, demo_model_path, real_model_installed, real_model_path
 from studio.experiments.models import Experiment
 from studio.lib.schema_form import FormField, display
-from trainers.pretrained import SMOLLM2
+from trainers.models.pretrained import SMOLLM2
 from trainers.spec import (
     PRESET_DESCRIPTIONS,
     PRESETS,

@@ -26,7 +26,7 @@ where it sees the same files as the workers, that is under the folders workers s
 runs on this machine (an online fleet row with this host name, as `./studioctl up` starts).
 Elsewhere the trainer checks it at run start with the same message. Hub ids are never looked up:
 one is refused only where the Hub is switched off here (HF_HUB_OFFLINE, which the workers `up`
-starts share) and the model is not in the Hub cache (trainers.hub.save_problem); the form says
+starts share) and the model is not in the Hub cache (trainers.models.hub.save_problem); the form says
 beside it that the worker downloads it (`model_source_note`).
 """
 
@@ -44,8 +44,8 @@ from studio.datasets.models import Dataset
 from studio.experiments.specs import SpecError, validate
 from studio.fleet.models import WorkerNode
 from studio.runs.models import Run
-from trainers import hub
 from trainers.access import DATA, ENDPOINT, MODEL, Named, PathPolicy, endpoint_error, named
+from trainers.models.loading import hub
 from trainers.spec import EnvironmentSpec, RubricSpec, RunSpec, looks_local, model_folder_error, model_path_shape_error
 
 RUNS_FOLDER = "runs"  # DATA_DIR/runs/<run id>: see workers.tasks.run_spec

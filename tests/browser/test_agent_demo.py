@@ -18,7 +18,7 @@ import pytest
 
 from tests.browser.live_studio import ROOT, LiveStudio, requires_chromium
 from trainers.demos import real_agent
-from trainers.pretrained import MARKER, SMOLLM2
+from trainers.models.pretrained import MARKER, SMOLLM2
 
 pytestmark = [pytest.mark.slow, requires_chromium]
 

@@ -20,7 +20,7 @@ from studio.accounts.models import Team
 from studio.experiments.models import Experiment
 from tests.studio.base import model_folder
 from trainers.demos import real, real_agent
-from trainers.pretrained import MARKER, SMOLLM2
+from trainers.models.pretrained import MARKER, SMOLLM2
 from trainers.spec import RunSpec
 
 ROOT = Path(__file__).resolve().parents[2]

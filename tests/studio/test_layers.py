@@ -31,4 +31,4 @@ def test_the_trainer_loop_imports_no_web_stack():
     modules = imported_after("import trainers.run.loop, trainers.run.evaluate, trainers.cli")
     assert "torch" in modules
     assert not modules & {"django", "rest_framework", "channels", "celery", "studio", "workers"}
-    assert "ray" not in modules  # optional: only a run on several machines loads it (trainers.ray_cluster)
+    assert "ray" not in modules  # optional: only a run on several machines loads it (trainers.scale.ray_cluster)

@@ -46,7 +46,7 @@ REAL_MODELS_DIR = Path(__file__).resolve().parents[2] / "var" / "demo"
 def real_model_path() -> Path:
     """SmolLM2-135M-Instruct as a transformers folder (bf16 weights, its ChatML template).
     Fails (does not skip) where ./studioctl setup should have installed the package but did not."""
-    from trainers.pretrained import SMOLLM2, PretrainedError, install
+    from trainers.models.pretrained import SMOLLM2, PretrainedError, install
 
     try:
         return install(SMOLLM2, REAL_MODELS_DIR, progress=lambda line: None)

@@ -1,6 +1,6 @@
 """One process of the sharded-checkpoint checks in test_sharded_checkpoint.py, under torchrun (gloo, CPU).
 
-    save   SPEC OUT   shard the tiny model (FSDP2, as trainers.sharding does), take two
+    save   SPEC OUT   shard the tiny model (FSDP2, as trainers.scale.sharding does), take two
                       AdamW steps, checkpoint after each (the second also exported as a
                       transformers folder), then take a third step as if never interrupted
     resume SPEC OUT CHECKPOINT
@@ -24,11 +24,11 @@ import numpy as np
 import torch
 from torch.distributed.device_mesh import init_device_mesh
 
-from trainers.distributed import DistInfo, broadcast_parameters
-from trainers.models import load_policy, trainable_parameters
+from trainers.models.loading import load_policy, trainable_parameters
 from trainers.run.checkpoint import initial_weights, load_trainer_state, save_checkpoint
-from trainers.sharded_state import full_model_state, full_optimizer_state
-from trainers.sharding import run_pass, shard_model
+from trainers.scale.distributed import DistInfo, broadcast_parameters
+from trainers.scale.sharded_state import full_model_state, full_optimizer_state
+from trainers.scale.sharding import run_pass, shard_model
 from trainers.spec import ParallelSpec, RunSpec
 
 SEQUENCES = [[5, 6, 7, 8, 9], [10, 11, 12, 13, 14], [20, 21, 22, 23, 24], [30, 31, 32, 33, 34]]

@@ -17,7 +17,7 @@ import torch
 from trainers.report import MemoryReporter
 from trainers.rollout.engines.vllm_weights import export_weights
 from trainers.run.loop import Trainer
-from trainers.sharding import full_tensor
+from trainers.scale.sharding import full_tensor
 from trainers.spec import RunSpec
 from trainers.update.batches import TokenBatch
 

@@ -16,7 +16,7 @@ from trainers.algorithms.policy_losses import POLICY_LOSSES
 from trainers.report import MemoryReporter
 from trainers.run.loop import Trainer
 from trainers.run.selection import StepSelector
-from trainers.sharding import full_tensor
+from trainers.scale.sharding import full_tensor
 from trainers.spec import RunSpec
 from trainers.update.batches import TokenBatch
 

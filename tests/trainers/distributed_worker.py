@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM
 
-from trainers.distributed import broadcast_parameters, cleanup, init_distributed, mean_over_processes, shard
-from trainers.sharding import build_mesh, full_tensor, run_pass, shard_model
+from trainers.scale.distributed import broadcast_parameters, cleanup, init_distributed, mean_over_processes, shard
+from trainers.scale.sharding import build_mesh, full_tensor, run_pass, shard_model
 from trainers.spec import ParallelSpec
 
 SEQUENCES = [[5, 6, 7, 8, 9], [10, 11, 12, 13, 14], [20, 21, 22, 23, 24], [30, 31, 32, 33, 34]]

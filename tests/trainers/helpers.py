@@ -15,7 +15,7 @@ MOST_PROCESSES = 4
 def job_env(**extra: str) -> dict[str, str]:
     """The environment of a test's torchrun job and of the single process it is compared with: this one, on the
     CPU (gloo) where the machine has GPUs but fewer than MOST_PROCESSES, since each process of a job takes a GPU
-    of its own (trainers.distributed.init_distributed); what these tests check of sharding holds on either."""
+    of its own (trainers.scale.distributed.init_distributed); what these tests check of sharding holds on either."""
     import torch  # the job's environment only: the specs above need no torch
 
     env = {**os.environ, **extra}

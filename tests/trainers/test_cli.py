@@ -127,11 +127,13 @@ def test_tiny_builds_a_loadable_model(tmp_path):
 
 def launched(monkeypatch, argv: list[str]) -> list[tuple[list[str], int]]:
     """What `python -m trainers <argv>` hands torchrun (argv, processes), run in this process."""
-    import trainers.distributed
+    import trainers.scale.distributed
     from trainers.cli import main
 
     calls: list[tuple[list[str], int]] = []
-    monkeypatch.setattr(trainers.distributed, "launch", lambda args, nproc: calls.append((list(args), nproc)) or 0)
+    monkeypatch.setattr(
+        trainers.scale.distributed, "launch", lambda args, nproc: calls.append((list(args), nproc)) or 0
+    )
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     assert main(argv) == 0
     return calls

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from trainers.distributed import DistInfo, dist_info, shard, torchrun_command
+from trainers.scale.distributed import DistInfo, dist_info, shard, torchrun_command
 
 from .distributed_loss_worker import COMPLETIONS, MODES
 from .distributed_worker import LR, SEQUENCES, sequence_loss
@@ -44,7 +44,7 @@ def test_the_launcher_reruns_the_cli_under_torchrun_with_the_same_arguments():
 def test_a_process_past_the_last_visible_gpu_is_refused_in_words(monkeypatch):
     """On a machine with one GPU, the job's second process: a clear refusal before CUDA is asked for a device that
     is not there. The GPU count is patched (this machine has none); a GPU machine's run checks the same."""
-    from trainers.distributed import init_distributed
+    from trainers.scale.distributed import init_distributed
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)

@@ -1,8 +1,8 @@
-"""trainers.hub: a hub model a worker cannot get ends the run with one line saying what to do."""
+"""trainers.models.hub: a hub model a worker cannot get ends the run with one line saying what to do."""
 
 import pytest
 
-from trainers import hub
+from trainers.models.loading import hub
 from trainers.report import PlainFailure, failure_detail
 
 

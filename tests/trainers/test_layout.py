@@ -66,7 +66,7 @@ def loaded_after(statement: str) -> list[str]:
 RUNTIME = (
     "torch", "transformers", "vllm", "numpy", "django",
     "trainers.rollout.engines", "trainers.rollout.environments.kinds", "trainers.rollout.environments.tools",
-    "trainers.sandbox", "trainers.run", "trainers.update", "trainers.models", "trainers.distributed",
+    "trainers.sandbox", "trainers.run", "trainers.update", "trainers.models.loading", "trainers.scale.distributed",
 )  # fmt: skip
 
 

@@ -1,6 +1,6 @@
 import torch
 
-from trainers.models import load_policy, load_reference, trainable_parameters
+from trainers.models.loading import load_policy, load_reference, trainable_parameters
 from trainers.spec import LoraSpec, ModelSpec
 
 
@@ -81,7 +81,7 @@ def test_dropout_stays_when_the_spec_keeps_it(tiny_model_path, tmp_path):
 def test_a_missing_model_folder_fails_with_a_plain_message_not_a_hub_id_error(tmp_path):
     import pytest
 
-    from trainers.models import ModelFolderError
+    from trainers.models.loading import ModelFolderError
 
     with pytest.raises(ModelFolderError, match=f"^folder {tmp_path / 'gone'} does not exist$"):
         load_policy(ModelSpec(path=str(tmp_path / "gone")))

@@ -1,4 +1,4 @@
-"""Packaged pretrained models (trainers.pretrained) and `python -m trainers pretrained`: one conversion,
+"""Packaged pretrained models (trainers.models.pretrained) and `python -m trainers pretrained`: one conversion,
 then nothing; a wrong digest or a missing package refused with what to do, leaving no folder behind."""
 
 import dataclasses
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from trainers import cli, pretrained
-from trainers.pretrained import MARKER, SMOLLM2, PretrainedError, install, is_installed
+from trainers import cli
+from trainers.models.loading import pretrained
+from trainers.models.pretrained import MARKER, SMOLLM2, PretrainedError, install, is_installed
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""trainers.ray_cluster without a cluster: where the ranks go, how they agree to stop, how a failure
+"""trainers.scale.ray_cluster without a cluster: where the ranks go, how they agree to stop, how a failure
 is told. (The runs on a real two-node Ray cluster are in tests/workers/test_ray_runs.py.)"""
 
 import subprocess
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trainers import hub
-from trainers.ray_cluster import ClusterError, Mailbox, explain_failure, place
+from trainers.models.loading import hub
+from trainers.scale.ray_cluster import ClusterError, Mailbox, explain_failure, place
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -104,6 +104,6 @@ def test_a_failure_outside_the_ranks_is_told_as_the_job_failing():
 
 
 def test_loading_the_module_loads_neither_ray_nor_the_trainer():
-    code = "import sys, trainers.ray_cluster; print(sorted(m for m in ('ray', 'torch') if m in sys.modules))"
+    code = "import sys, trainers.scale.ray_cluster; print(sorted(m for m in ('ray', 'torch') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -1,4 +1,4 @@
-"""Sharded checkpoints (trainers.sharded_state, trainers.run.checkpoint) of an FSDP2 model: saved by
+"""Sharded checkpoints (trainers.scale.sharded_state, trainers.run.checkpoint) of an FSDP2 model: saved by
 2 gloo processes, resumed by 1 and by 3 (DCP reshards), exported as a transformers folder, and
 loaded as a model by `load_policy`. The processes run tests/trainers/distributed_checkpoint_worker.py."""
 
@@ -10,12 +10,12 @@ import torch
 from torch.distributed.checkpoint import FileSystemReader
 from transformers import AutoModelForCausalLM
 
-from trainers.distributed import torchrun_command
-from trainers.models import load_policy
+from trainers.models.loading import load_policy
 from trainers.report import MemoryReporter
 from trainers.run.checkpoint import STATE_FILE, derived_seed, list_checkpoints
 from trainers.run.loop import train
 from trainers.run.seeding import seed_everything
+from trainers.scale.distributed import torchrun_command
 from trainers.spec import model_folder_error
 
 from .distributed_checkpoint_worker import SEQUENCES, gathered, new_run, next_draws, take_step
@@ -139,7 +139,11 @@ def test_vllm_serves_the_final_checkpoint_as_transformers_reads_it(vllm_here, sa
     export = ranks[0]["path2"]
     served = spec.model_copy(deep=True)
     served.model.path = str(export)
-    served.rollout.engine, served.rollout.vllm_enforce_eager, served.rollout.vllm_gpu_memory_utilization = "vllm", True, 0.1
+    served.rollout.engine, served.rollout.vllm_enforce_eager, served.rollout.vllm_gpu_memory_utilization = (
+        "vllm",
+        True,
+        0.1,
+    )
     engine = ColocatedVLLM(build_llm(served), sleep_between_generations=False)
     prompt = SEQUENCES[0]
     try:

@@ -1,4 +1,4 @@
-"""trainers.sharding in one process: the checks on the parallel settings, the mesh of a single
+"""trainers.scale.sharding in one process: the checks on the parallel settings, the mesh of a single
 process, finding decoder layers, FSDP's policies, and the whole copy a sharded run samples from.
 Sharding itself needs several processes: test_distributed.py."""
 
@@ -7,9 +7,9 @@ import torch
 from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy
 from transformers import AutoModelForCausalLM
 
-from trainers.distributed import DistInfo
 from trainers.rollout.engines.vllm_weights import export_weights
-from trainers.sharding import (
+from trainers.scale.distributed import DistInfo
+from trainers.scale.sharding import (
     ParallelError,
     build_mesh,
     check_parallel,
@@ -105,7 +105,7 @@ def test_the_whole_copy_is_the_merged_policy_and_refreshes_from_its_export(lora_
 
 
 def test_the_whole_copy_of_a_checkpointed_lora_policy_does_not_checkpoint(lora_model):
-    from trainers.models import enable_activation_checkpointing
+    from trainers.models.loading import enable_activation_checkpointing
 
     enable_activation_checkpointing(lora_model)
     copy = full_copy(lora_model)

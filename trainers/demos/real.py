@@ -1,4 +1,4 @@
-"""The real-model demo: SmolLM2-135M-Instruct (`trainers.pretrained`) learns to answer generated
+"""The real-model demo: SmolLM2-135M-Instruct (`trainers.models.pretrained`) learns to answer generated
 arithmetic with the number alone, on a CPU in about ten minutes.
 
 Task: "What is 7 + 5?" -> "12". Out of the box the model answers in prose (about 1 in 25 answers

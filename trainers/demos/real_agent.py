@@ -1,4 +1,4 @@
-"""The real-model agent demo: SmolLM2-135M-Instruct (`trainers.pretrained`) answers arithmetic it
+"""The real-model agent demo: SmolLM2-135M-Instruct (`trainers.models.pretrained`) answers arithmetic it
 cannot do in its head by calling the calculator tool, through its own ChatML template with
 Hermes-style calls (`<tool_call>{"name": "calculator", "arguments": {"expression": ...}}</tool_call>`).
 
@@ -255,6 +255,7 @@ def warm_real_agent_model(
 
 
 # ------------------------------------------------------------------ the studio's agent demo
+
 
 def make_warm_up_file(path: str | Path, examples: int = WARM_EXAMPLES, seed: int = 0,
                       mix: dict[str, float] = WARM_UP_MIX) -> Path:  # fmt: skip

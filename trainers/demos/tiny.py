@@ -15,7 +15,7 @@ import string
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from trainers.quiet import quiet_transformers
+from trainers.models.quiet import quiet_transformers
 
 SIZES: dict[str, dict[str, int]] = {
     # ~1 M parameters with the default vocabulary: learns toy tasks on a laptop CPU.

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from trainers.hub import download_errors, prepare
+from trainers.models.hub import download_errors, prepare
 from trainers.spec import ModelSpec, looks_local, model_folder_error
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -38,9 +38,9 @@ def require_model_folder(path: str | Path, *, adapters_ok: bool = False) -> None
 
 
 def from_pretrained(auto_class, path: str | Path, **kwargs: Any):
-    """`auto_class.from_pretrained(path, ...)`. A hub id is looked up once first (trainers.hub.prepare:
+    """`auto_class.from_pretrained(path, ...)`. A hub id is looked up once first (trainers.models.hub.prepare:
     no minute of retries where the Hub cannot be reached), and a download that fails ends the run
-    with one line saying what to do (trainers.hub.ModelDownloadError)."""
+    with one line saying what to do (trainers.models.hub.ModelDownloadError)."""
     if looks_local(str(path)):
         return auto_class.from_pretrained(path, **kwargs)
     cache_only = prepare(str(path))
@@ -74,7 +74,7 @@ def load_policy(spec: ModelSpec, device: torch.device | None = None, *, checkpoi
     a transformers export, its sharded weights read into the model of `spec.path` in this process."""
     if checkpoint is not None and not is_exported(checkpoint):
         # deferred: torch.distributed.checkpoint takes most of a second to import
-        from trainers.sharded_state import SHARDS_DIR, has_shards, load_model_shards
+        from trainers.scale.sharded_state import SHARDS_DIR, has_shards, load_model_shards
 
         if has_shards(checkpoint):
             model, tokenizer = load_policy(spec, device)

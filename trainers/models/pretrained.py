@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from trainers.quiet import quiet_transformers
+from trainers.models.quiet import quiet_transformers
 
 MARKER = "studio-source.json"  # written last: a folder without it is an interrupted conversion
 

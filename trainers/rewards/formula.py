@@ -5,7 +5,7 @@ anything is evaluated; nothing reaches `eval`. Allowed: numbers, criterion names
 + - * / // % **, unary + -, comparisons (True/False count as 1/0), `a if cond else b`,
 and / or / not, and the functions min, max, abs, clip(x, lo, hi).
 All arithmetic is on floats, so `10 ** 10 ** 10` overflows at once instead of building a huge int.
-The operators and their bounds (nesting depth, finite results) are `trainers.arithmetic`'s, shared
+The operators and their bounds (nesting depth, finite results) are `trainers.rewards.arithmetic`'s, shared
 with the calculator tool.
 """
 
@@ -15,7 +15,7 @@ import ast
 import math
 from collections.abc import Callable, Iterable
 
-from trainers.arithmetic import BINARY, COMPARE, UNARY, BoundsError, binary, check_depth, is_number
+from trainers.rewards.arithmetic import BINARY, COMPARE, UNARY, BoundsError, binary, check_depth, is_number
 
 MAX_LENGTH = 2000
 MAX_DEPTH = 200  # a sum of 200 criteria nests 200 deep; building and evaluating stay far from the recursion limit

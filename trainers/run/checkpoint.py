@@ -1,7 +1,7 @@
 """Checkpoints: everything needed to continue a run where it stopped, on as many processes or another number.
 
     <output_dir>/checkpoints/step-<N>/
-        dcp/               the trainable weights and their optimiser state (`trainers.sharded_state`):
+        dcp/               the trainable weights and their optimiser state (`trainers.scale.sharded_state`):
                            each process writes its own shards, in parallel (a LoRA run: the adapters)
         ranks/rank-<r>.pt  process r's random states (python, numpy, torch CPU and CUDA) and its
                            rollout engine's state: both differ per process
@@ -13,7 +13,7 @@
                            in the run's final checkpoint only: an ordinary transformers folder
 
 Every checkpoint loads as a model through `load_policy(checkpoint=...)`: the final one from its
-transformers files, the others from their shards on top of `model.path` (`trainers.models`).
+transformers files, the others from their shards on top of `model.path` (`trainers.models.loading`).
 
 Resuming restores all of it, so on the same number of processes a resumed run samples the same
 prompts and the same completions as one that never stopped. On another number of processes the
@@ -47,7 +47,7 @@ import torch
 
 from trainers.run.checkpoint_folders import folder_name, step_of
 from trainers.run.seeding import seed_everything
-from trainers.sharded_state import (
+from trainers.scale.sharded_state import (
     SHARDS_DIR,
     distributed,
     export_model,

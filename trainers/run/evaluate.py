@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trainers.data.prompts import load_prompts
-from trainers.models import default_device, load_policy
+from trainers.models.loading import default_device, load_policy
 from trainers.report import Reporter, failure_reported
 from trainers.rewards.rubric import Rubric
 from trainers.rollout.engines.base import SamplingParams

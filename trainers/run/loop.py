@@ -48,22 +48,8 @@ from trainers.curriculum.state import Curriculum
 from trainers.data.procedural.source import ProceduralSource
 from trainers.data.prompts import Prompt, load_prompts, render_prompt
 from trainers.data.source import PromptSource
-from trainers.distributed import (
-    NullReporter,
-    any_process,
-    broadcast_parameters,
-    cleanup,
-    device_for,
-    dist_info,
-    gathered_lists,
-    init_distributed,
-    max_over_processes,
-    mean_over_processes,
-    shard,
-    sum_over_processes,
-)
 from trainers.episodes import Episode
-from trainers.models import (
+from trainers.models.loading import (
     Reference,
     default_device,
     enable_activation_checkpointing,
@@ -71,7 +57,7 @@ from trainers.models import (
     load_reference,
     trainable_parameters,
 )
-from trainers.report import Reporter, Rollout, failure_reported
+from trainers.report import NullReporter, Reporter, Rollout, RunResult, failure_reported
 from trainers.rewards.rubric import Rubric
 from trainers.rollout.engines.base import RolloutEngine, SamplingParams
 from trainers.rollout.engines.catalog import create_engine, engine_class
@@ -86,21 +72,25 @@ from trainers.run.records import episode_rollout
 from trainers.run.seeding import seed_everything
 from trainers.run.selection import PassTokens, Selected, StepSelector
 from trainers.run.tool_silence import ToolSilence
-from trainers.sharding import build_mesh, copy_weights_into, full_copy, full_tensor, shard_model
+from trainers.scale.distributed import (
+    any_process,
+    broadcast_parameters,
+    cleanup,
+    device_for,
+    dist_info,
+    gathered_lists,
+    init_distributed,
+    max_over_processes,
+    mean_over_processes,
+    shard,
+    sum_over_processes,
+)
+from trainers.scale.sharding import build_mesh, copy_weights_into, full_copy, full_tensor, shard_model
 from trainers.spec import DataSpec, RunSpec
 from trainers.update.batches import TokenBatch
 from trainers.update.logprobs import batched_logprobs, chunk_tokens_for, token_logprobs
 from trainers.update.micro_batching import MicroBatching
 from trainers.update.precision import autocast
-
-
-@dataclass
-class RunResult:
-    status: str  # "succeeded" | "cancelled" | "failed"
-    steps: int  # optimiser steps completed (including those before a resume)
-    metrics: dict[str, float] = field(default_factory=dict)  # the last step's
-    checkpoint: str | None = None  # the last checkpoint written
-    detail: str = ""
 
 
 @dataclass
@@ -395,7 +385,7 @@ class Trainer:
             reporter.log(f"resumed from {resume_dir} at step {self.step_count}")
 
     def _shard(self) -> torch.nn.Module | None:
-        """Shard the policy and the reference on the mesh (trainers.sharding); returns the whole copy
+        """Shard the policy and the reference on the mesh (trainers.scale.sharding); returns the whole copy
         to sample from, taken first, when something needs one (else None).
 
         A sharded model cannot generate on one process alone: generation lengths differ between

@@ -38,7 +38,7 @@ from trainers.algorithms.token_selection import (
     top_count,
     top_share_threshold,
 )
-from trainers.distributed import DistInfo, gathered_lists, max_over_processes, sum_over_processes
+from trainers.scale.distributed import DistInfo, gathered_lists, max_over_processes, sum_over_processes
 from trainers.spec.algorithm import AlgorithmSpec
 
 

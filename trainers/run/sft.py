@@ -21,7 +21,7 @@ from typing import Any
 
 from trainers.data.readers import DataError, read_records
 from trainers.episodes import Message
-from trainers.quiet import quiet_transformers
+from trainers.models.quiet import quiet_transformers
 from trainers.report import Reporter
 from trainers.spec import RunSpec, WarmUpSpec
 
@@ -138,9 +138,13 @@ def conversations(spec: WarmUpSpec) -> list[list[Message]]:
                 value = json.loads(value)
             except json.JSONDecodeError:
                 value = None
-        if not isinstance(value, list) or not value or not all(
-            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-            for m in value
+        if (
+            not isinstance(value, list)
+            or not value
+            or not all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in value
+            )
         ):
             raise DataError(f"{Path(spec.path).name} row {row}: field {spec.messages_field!r} must be a list of "
                             '{"role", "content"} messages')  # fmt: skip
@@ -157,7 +161,7 @@ def warmed(spec: RunSpec, reporter: Reporter) -> RunSpec:
     conversations (`cold_start`), written to the run's output folder (`WARM_UP_DIR`), and `spec` with that
     model as its model. A folder holding a finished cold start of the same settings (a resumed run) is
     reused. The reporter's log says what it does and the losses."""
-    from trainers.distributed import dist_info  # deferred: imports torch (this module's demo callers must not)
+    from trainers.scale.distributed import dist_info  # deferred: imports torch (this module's demo callers must not)
 
     w = spec.warm_up
     if w is None:
@@ -214,7 +218,7 @@ def cold_start(
     import torch  # deferred: the studio imports this module's callers for their names, without torch
     from transformers import AutoModelForCausalLM, AutoTokenizer  # deferred, as torch
 
-    from trainers.models import default_device  # deferred: imports torch
+    from trainers.models.loading import default_device  # deferred: imports torch
 
     started = time.perf_counter()
     with quiet_transformers():  # no "Loading weights" bar in a run's log

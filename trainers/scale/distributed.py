@@ -4,7 +4,7 @@
 processes under `torch.distributed.run` (`launch`); several nodes are started by Ray, which sets
 the same variables. Each process owns one GPU (LOCAL_RANK), its own rollout engine (vLLM
 colocated on that GPU, or transformers), and a 1/N share of each step's prompts (`shard`). The
-model is sharded over the processes with FSDP2 (`trainers.sharding`), which reduces the
+model is sharded over the processes with FSDP2 (`trainers.scale.sharding`), which reduces the
 gradients; rank 0 alone reports.
 
 With the CPU build (no GPU) the same code runs on the gloo backend, which the tests use.
@@ -17,7 +17,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import torch
 
@@ -172,15 +172,3 @@ def mean_over_processes(values: dict[str, float], info: DistInfo) -> dict[str, f
 def cleanup(info: DistInfo) -> None:
     if info.enabled and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
-
-
-class NullReporter:
-    """What ranks other than 0 report to: nothing (rank 0 speaks for the job)."""
-
-    def metrics(self, step: int, values: dict[str, float]) -> None: ...
-    def rollouts(self, step: int, rollouts: list[Any]) -> None: ...
-    def status(self, state: str, detail: str = "") -> None: ...
-    def checkpoint(self, step: int, path: str) -> None: ...
-    def log(self, line: str) -> None: ...
-    def warning(self, step: int | None, message: str) -> None: ...
-    def prompt_stats(self, step: int, stats: list[dict[str, Any]]) -> None: ...

@@ -69,11 +69,11 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainers.report import EventReporter, PlainFailure, Reporter, replay
+from trainers.report import EventReporter, PlainFailure, Reporter, RunResult, replay
 from trainers.spec import RunSpec
 
 NODE_ID_LABEL = "ray.io/node-id"
@@ -84,18 +84,6 @@ KILL_WAIT_S = 60.0  # after killing the ranks, how long Ray Train may take to no
 DEAD = ("ActorDiedError", "RayActorError", "WorkerHealthCheckFailedError", "ActorUnavailableError")
 
 Loop = Callable[[RunSpec, Reporter, Callable[[], bool]], Any]  # train's signature; returns a RunResult
-
-
-@dataclass
-class RunResult:
-    """How the run ended, as rank 0's `train` returned it (trainers.run.loop.RunResult's fields; that
-    class is not imported here, so the driver loads neither torch nor the trainer)."""
-
-    status: str  # "succeeded" | "cancelled" | "failed"
-    steps: int
-    metrics: dict[str, float] = field(default_factory=dict)
-    checkpoint: str | None = None
-    detail: str = ""
 
 
 class ClusterError(RuntimeError):

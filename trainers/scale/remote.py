@@ -21,7 +21,7 @@ The wire: JSON lines over TCP.
 - any rank → relay, at its end: {"done": {status, detail, steps}} or {"error": {type, message, traceback}}.
 - relay → rank 0: {"stop": true}. A closed connection also stops a rank: nobody records the run any more.
 
-Run as `python -m trainers.remote SPEC.json` under torchrun, with ADDRESS_ENV and TOKEN_ENV set.
+Run as `python -m trainers.scale.remote SPEC.json` under torchrun, with ADDRESS_ENV and TOKEN_ENV set.
 The entry point is wrapped in torch elastic's `record`, so a rank that raises also leaves its traceback
 in TORCHELASTIC_ERROR_FILE, and torchrun's summary names it.
 """
@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trainers.report import EventReporter, PlainFailure, failure_detail
+from trainers.report import EventReporter, NullReporter, PlainFailure, failure_detail
 from trainers.spec import RunSpec
 
 ADDRESS_ENV = "ROLLOUT_RELAY"  # host:port of the relay
@@ -133,8 +133,8 @@ def reporter_over(link: Link) -> EventReporter:
 
 def run_rank(spec_path: str) -> int:
     """Train this rank's part of the run in `spec_path` (a RunSpec as JSON), linked to the relay."""
-    from trainers.distributed import NullReporter, dist_info  # (torch) the relay side imports this module too
     from trainers.run.loop import train  # (torch, transformers)
+    from trainers.scale.distributed import dist_info  # (torch) the relay side imports this module too
 
     info = dist_info()
     link = Link.connect(os.environ[ADDRESS_ENV], os.environ[TOKEN_ENV], info.rank)
@@ -152,7 +152,7 @@ def run_rank(spec_path: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m trainers.remote SPEC.json (under torchrun, with the relay in the environment)",
+        print("usage: python -m trainers.scale.remote SPEC.json (under torchrun, with the relay in the environment)",
               file=sys.stderr)  # fmt: skip
         return 2
     from torch.distributed.elastic.multiprocessing.errors import record  # (torch) only where a rank runs

@@ -32,7 +32,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 
-from trainers.sharding import is_sharded
+from trainers.scale.sharding import is_sharded
 
 SHARDS_DIR = "dcp"  # inside a checkpoint folder
 SHARDS_MARKER = f"{SHARDS_DIR}/.metadata"  # DCP writes it last: the shards are complete

@@ -34,7 +34,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
-from trainers.distributed import DistInfo
+from trainers.scale.distributed import DistInfo
 from trainers.spec import ParallelSpec
 
 T = TypeVar("T")

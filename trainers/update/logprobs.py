@@ -15,8 +15,8 @@ import inspect
 import torch
 import torch.nn.functional as F
 
-from trainers.models import accepts_logits_to_keep, supports_lean_decode
-from trainers.sharding import is_sharded, run_pass
+from trainers.models.loading import accepts_logits_to_keep, supports_lean_decode
+from trainers.scale.sharding import is_sharded, run_pass
 from trainers.update.batches import TokenBatch
 from trainers.update.micro_batching import MicroBatching
 from trainers.update.packing import PackedRows
@@ -83,7 +83,7 @@ def token_logprobs(
     `chunk_tokens` > 0 applies the head to that many positions at a time (see `head_logprobs`);
     `pack_tokens` > 0 runs the decoder over the sequences packed into rows of that many tokens
     (see `trainers.update.packing`) instead of the padded batch: same values, no padding computed.
-    A sharded model (trainers.sharding) runs it as one pass through its root unit."""
+    A sharded model (trainers.scale.sharding) runs it as one pass through its root unit."""
     return run_pass(
         model,
         lambda: _token_logprobs(model, batch, temperature, with_entropy, entropy_grad, chunk_tokens, pack_tokens),

@@ -14,7 +14,7 @@ from studio.experiments import forms
 from studio.experiments.layout import BATCH_FIELDS, StepCost, preset_settings
 from studio.experiments.models import Experiment
 from tests.studio.base import StudioTestCase, model_folder
-from trainers.pretrained import MARKER, SMOLLM2
+from trainers.models.pretrained import MARKER, SMOLLM2
 
 FORM_FIELD = re.compile(r'<(?:input|select|textarea)\b[^>]*\bname="([^"]+)"')
 

@@ -375,7 +375,7 @@ def test_a_criterion_failing_below_the_share_does_not_warn(tiny_model_path, tmp_
 
 def test_prompts_cut_to_max_prompt_tokens_are_counted_in_a_warning_at_start(tiny_model_path, tmp_path):
     from trainers.data.prompts import load_rows, render_prompt
-    from trainers.models import load_tokenizer
+    from trainers.models.loading import load_tokenizer
 
     spec = tiny_spec(
         tiny_model_path,

@@ -5,7 +5,7 @@ import torch
 
 from trainers.report import MemoryReporter
 from trainers.run.loop import Trainer
-from trainers.sharding import ParallelError
+from trainers.scale.sharding import ParallelError
 from trainers.update.batches import TokenBatch
 
 from ..helpers import tiny_spec

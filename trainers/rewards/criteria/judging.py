@@ -2,7 +2,8 @@
 a batch's judge calls out together.
 
 - `JudgeClient`: chat completions from an OpenAI-compatible `/chat/completions` endpoint (plain HTTP
-  with urllib, a batch's requests concurrently) or from a local transformers model (loaded once per
+  with urllib, a batch's requests concurrently; the API key only to the server it is set for,
+  trainers.access.key_server) or from a local transformers model (loaded once per
   process and kept; torch and transformers are imported only then; greedy, batched). `ask_all` never
   raises: each `Reply` holds the text or the error, in words.
 - `JudgeCalls` and `JudgeCriterion`: a kind says, for one unit (a sample, or a group of samples for the
@@ -26,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from trainers.access import bound_to, key_server, key_server_variable
 from trainers.data.prompts import encode_chat
 from trainers.report import CriterionScore
 from trainers.rewards.criteria.base import Criterion, clip_text, describe, failure, split_groups
@@ -95,10 +97,20 @@ class JudgeClient:
         p = self.settings
         body = {"model": p.model, "messages": messages, "max_tokens": p.max_tokens, "temperature": 0}
         headers = {"Content-Type": "application/json"}
+        url = p.base_url.rstrip("/") + "/chat/completions"
         api_key = os.environ.get(p.api_key_env, "")
         if api_key:
+            # The key goes only to the server its operator set it for, checked right before each request: a
+            # rubric anyone may edit names the URL, and would otherwise receive the worker's key.
+            server = key_server(p.api_key_env)
+            if not bound_to(url, server):
+                where = f"is set for {server}" if server else f"has no server ({key_server_variable(p.api_key_env)})"
+                raise PermissionError(
+                    f"the API key in {p.api_key_env} {where}, not {p.base_url}: not sent; the workers' operator sets "
+                    f"{key_server_variable(p.api_key_env)} to the server the key is for, or the rubric names another "
+                    f"variable (api_key_env)"
+                )
             headers["Authorization"] = f"Bearer {api_key}"
-        url = p.base_url.rstrip("/") + "/chat/completions"
         request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=p.timeout_s) as response:
@@ -128,7 +140,7 @@ def local_judge(path: str) -> tuple[Any, Any]:
     """(model, tokenizer) for a local judge, loaded once per process and kept."""
     with _LOCAL_LOCK:
         if path not in _LOCAL_MODELS:
-            from trainers.models import load_causal_lm, load_tokenizer  # torch + transformers, only now
+            from trainers.models.loading import load_causal_lm, load_tokenizer  # torch + transformers, only now
 
             model = load_causal_lm(path, ModelSpec(path=path))
             model.eval()

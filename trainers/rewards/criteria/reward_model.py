@@ -12,7 +12,7 @@ The model is loaded once per process and kept (torch and transformers are import
 folder whose config is not a sequence-classification model, or whose head weights are missing, is
 refused unless `allow_untrained_head` (a head initialised from seed 0, for testing the plumbing). A
 hub id is fetched only when the workers can reach the Hub; otherwise the error says so in one line
-(trainers.hub). A model that cannot load scores every sample 0 with the reason.
+(trainers.models.hub). A model that cannot load scores every sample 0 with the reason.
 
 Score mapping (`score`): sigmoid(logit), the raw logit, or minmax (logit_min -> 0, logit_max -> 1,
 clipped).
@@ -63,8 +63,15 @@ def _load(params: RewardModelParams) -> tuple[Any, Any]:
     import torch  # torch + transformers, only when a reward model is first used
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
-    from trainers.models import DTYPES, default_device, from_pretrained, load_tokenizer, require_model_folder  # torch
-    from trainers.quiet import quiet_transformers  # with transformers, as above
+    # torch
+    from trainers.models.loading import (
+        DTYPES,
+        default_device,
+        from_pretrained,
+        load_tokenizer,
+        require_model_folder,
+    )
+    from trainers.models.quiet import quiet_transformers  # with transformers, as above
 
     path = params.model
     require_model_folder(path)

@@ -60,7 +60,7 @@ class RolloutEngine:
     def update_weights(self, model: Any) -> None:
         """Make the engine sample from `model`'s current weights (a copy engine such as vLLM
         must sync them; an engine that samples from the policy object itself needs nothing).
-        Every process calls it after each update: for a sharded model (trainers.sharding) the
+        Every process calls it after each update: for a sharded model (trainers.scale.sharding) the
         weights must be gathered now, together, not when this process next generates."""
 
     def sync_weights(self) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from trainers.models import accepts_logits_to_keep
+from trainers.models.loading import accepts_logits_to_keep
 from trainers.rollout.engines.base import FinishReason, SamplingParams
 
 # Attention implementations that read an additive 4D mask as given (flash-attention wants 2D).
@@ -43,7 +43,6 @@ class Decoded:
     logprobs: list[float] | None
     finish_reason: FinishReason
     stop: str | None = None  # the stop string that ended it, if one did
-
 
 
 def takes_4d_mask(model: Any) -> bool:

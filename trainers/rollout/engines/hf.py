@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from trainers.models import supports_lean_decode
+from trainers.models.loading import supports_lean_decode
 from trainers.rollout.engines.base import Generation, RolloutEngine, SamplingParams
 from trainers.rollout.engines.decode import Decoded, StopStrings, lean_decode
 from trainers.spec import RunSpec

@@ -33,13 +33,13 @@ from typing import Any
 
 import torch
 
-from trainers.distributed import dist_info
-from trainers.hub import download_errors, prepare
+from trainers.models.hub import download_errors, prepare
 from trainers.rollout.engines.availability import vllm_unavailable_reason
 from trainers.rollout.engines.base import EngineUnavailable, Generation, RolloutEngine, SamplingParams
 from trainers.rollout.engines.vllm_server import VLLMServerClient
 from trainers.rollout.engines.vllm_weights import LOAD_TENSORS_RPC, export_weights
-from trainers.sharding import is_sharded
+from trainers.scale.distributed import dist_info
+from trainers.scale.sharding import is_sharded
 from trainers.spec import RunSpec
 from trainers.spec.model import looks_local
 
@@ -179,7 +179,7 @@ def unbound_proxies_hidden() -> Iterator[None]:
 
 def hub_checked(path: str) -> str:
     """What vLLM is given to load `path`: a local folder as it is; for a hub id, after the same quick
-    look at the Hub that transformers' loads get (trainers.hub.prepare: one line, no minute of retries,
+    look at the Hub that transformers' loads get (trainers.models.hub.prepare: one line, no minute of retries,
     when the Hub will not give it), the id, or the Hub cache's copy where it must come from there."""
     if looks_local(path) or not prepare(path):
         return path

@@ -6,7 +6,7 @@ Three pieces, all importable without vLLM or a GPU:
   `save_pretrained` checkpoint, which is what vLLM's `model.load_weights` expects.
   A peft (LoRA) model is exported with its adapters merged into the base weights,
   so vLLM needs no LoRA support and sees exactly the policy being trained. A model
-  sharded over processes (trainers.sharding) is gathered one tensor at a time.
+  sharded over processes (trainers.scale.sharding) is gathered one tensor at a time.
 - `encode_weights` / `decode_weights`: safetensors bytes in base64 chunks, for
   pushing weights to a separate vLLM server through its `/collective_rpc` endpoint
   (which only passes strings).
@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from trainers.sharding import full_tensor, is_sharded
+from trainers.scale.sharding import full_tensor, is_sharded
 
 # peft wraps names: base_model.model.<hf name>, <module>.base_layer.weight, modules_to_save.default.
 _PEFT_PREFIX = "base_model.model."

@@ -3,7 +3,7 @@ import sys
 from django.core.management.base import BaseCommand
 
 from studio.bootstrap import install_real_model, real_model_installed
-from trainers.pretrained import SMOLLM2
+from trainers.models.pretrained import SMOLLM2
 
 
 class Command(BaseCommand):

@@ -3,7 +3,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from trainers.data.prompts import encode_chat
-from trainers.models import supports_lean_decode
+from trainers.models.loading import supports_lean_decode
 from trainers.rollout.engines.base import EngineUnavailable, SamplingParams
 from trainers.rollout.engines.catalog import ENGINES, engine_class
 from trainers.rollout.engines.decode import sample_next

@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM
 
 from launcher.processes import ROOT
 from tests.trainers.helpers import engine_trainer_gap
-from trainers.hub import ModelDownloadError
+from trainers.models.hub import ModelDownloadError
 from trainers.rollout.engines.availability import INSTALL_NOTE, vllm_unavailable_reason
 from trainers.rollout.engines.base import EngineUnavailable, SamplingParams
 from trainers.rollout.engines.catalog import create_engine
@@ -57,7 +57,7 @@ def make_spec(model_path, **rollout) -> RunSpec:
 
 
 def test_a_hub_model_vllm_cannot_get_ends_in_one_line_before_vllm_starts(monkeypatch, tmp_path):
-    """The quick look at the Hub that transformers' loads get (trainers.hub.prepare) comes before vLLM's
+    """The quick look at the Hub that transformers' loads get (trainers.models.hub.prepare) comes before vLLM's
     own download, which would retry for about a minute and end in a traceback."""
     if vllm_unavailable_reason() is not None:
         pytest.skip(vllm_unavailable_reason())

@@ -4,7 +4,7 @@ Nothing is `eval`ed: the expression is parsed with `ast` and only numbers, + - *
 unary signs, parentheses, the constants pi and e and a few math functions are accepted; any
 other node (a name, an attribute, a subscript, a lambda) is refused with what it was. The
 operators, the nesting limit and the bounds on every intermediate result (`MAX_DIGITS`,
-`MAX_EXPONENT`) are `trainers.arithmetic`'s, shared with the reward formula, so no expression can
+`MAX_EXPONENT`) are `trainers.rewards.arithmetic`'s, shared with the reward formula, so no expression can
 run long or fill memory: this runs in the calling process, not in the sandbox.
 """
 
@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from trainers.arithmetic import BINARY, MAX_DEPTH, UNARY, BoundsError, binary, bounded, check_depth, is_number
+from trainers.rewards.arithmetic import BINARY, MAX_DEPTH, UNARY, BoundsError, binary, bounded, check_depth, is_number
 from trainers.rollout.environments.catalog import CalculatorParams
 from trainers.rollout.environments.tools.base import TOOLS, FunctionTool, ToolError
 
@@ -56,7 +56,7 @@ def evaluate(expression: str) -> int | float:
 
 
 def _value(node: ast.AST, depth: int) -> int | float:
-    """The value of one node; `BoundsError` (from `trainers.arithmetic`) past a bound."""
+    """The value of one node; `BoundsError` (from `trainers.rewards.arithmetic`) past a bound."""
     check_depth(depth, MAX_DEPTH)
     if isinstance(node, ast.Constant) and is_number(node.value):
         return bounded(node.value)
