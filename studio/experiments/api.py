@@ -8,22 +8,23 @@ from rest_framework.response import Response
 from studio.accounts import permissions as perms
 from studio.datasets.models import Dataset
 from studio.environments.models import Environment
-from studio.experiments import paths, services, specs
+from studio.experiments import services, specs
 from studio.experiments.models import Experiment
+from studio.lib.api_schema import partial_run_spec
 from studio.lib.fields import BoundedPrimaryKeyRelatedField, IdField, StudioModelSerializer
 from studio.lib.params import MAX_ID
-from studio.lib.team_api import TeamField, TeamScopedViewSet, same_team
+from studio.lib.team_api import TeamField, TeamScopedViewSet
 from studio.rubrics.models import Rubric
 from studio.runs.api import RunSerializer
 from studio.runs.models import KINDS
-from trainers.spec import PRESETS, apply_preset
-
-NO_DATASET = (
-    "choose a dataset: only an experiment whose settings generate its prompts (data.procedural) runs without one"
-)
+from trainers.spec import PRESETS
 
 
 class ExperimentSerializer(StudioModelSerializer):
+    json_schemas = {"config": partial_run_spec}  # the API schema describes `config` with it
+    """An experiment's fields parsed; the rules of what it may choose are services.settle's, which the view
+    (and the experiment form) apply before saving."""
+
     team = TeamField()
     dataset = BoundedPrimaryKeyRelatedField(
         queryset=Dataset.objects.all(), required=False, allow_null=True,
@@ -58,56 +59,6 @@ class ExperimentSerializer(StudioModelSerializer):
             raise serializers.ValidationError(errors)
         return value
 
-    def validate(self, attrs):
-        team = attrs.get("team") or self.instance.team
-        if self.instance is not None and team.pk != self.instance.team_id:
-            raise serializers.ValidationError({"team": "an experiment cannot move to another team"})
-        same_team(team, dataset=attrs.get("dataset"), rubric=attrs.get("rubric"), environment=attrs.get("environment"))
-        attrs.update(self._pinned(attrs))
-        config = attrs.get("config", getattr(self.instance, "config", {})) or {}
-        preset = attrs.get("preset", getattr(self.instance, "preset", ""))
-        if preset and "preset" in attrs:
-            config = apply_preset(config, preset)  # explicit algorithm keys win over the preset
-        attrs["config"] = config
-        probe = Experiment(**{**self._current(), **attrs})
-        if probe.dataset is None and not probe.generates_prompts:
-            raise serializers.ValidationError({"dataset": NO_DATASET})
-        errors = {}
-        # Refused where it is chosen, not at launch: rows a run would stop at, or a refused file.
-        chosen = probe.dataset if not probe.generates_prompts else None
-        if chosen is not None and (problem := chosen.choice_problem(probe.skips_invalid_rows)):
-            errors["dataset"] = problem
-        try:
-            paths.validate_for_team(probe.spec_config(), team)
-        except specs.SpecError as exc:
-            errors.update(exc.errors)
-        if errors:
-            raise serializers.ValidationError(errors)
-        return attrs
-
-    def _pinned(self, attrs) -> dict:
-        """{environment_version}: the version asked for (it must exist); the latest for null or a newly
-        chosen environment; else (left out) the one pinned before."""
-        environment = attrs.get("environment", getattr(self.instance, "environment", None))
-        if environment is None:
-            return {"environment_version": None}
-        asked = attrs.get("environment_version")
-        if asked is not None:
-            if not environment.versions.filter(number=asked).exists():
-                raise serializers.ValidationError(
-                    {"environment_version": f"{environment.name!r} has versions 1 to {environment.version}"}
-                )
-            return {"environment_version": asked}
-        kept = "environment_version" not in attrs and getattr(self.instance, "environment_id", None) == environment.pk
-        return {"environment_version": self.instance.environment_version if kept else environment.version}
-
-    def _current(self) -> dict:
-        if self.instance is None:
-            return {}
-        fields = ("team", "dataset", "rubric", "environment", "environment_version", "model_path", "preset", "config",
-                  "name")  # fmt: skip
-        return {f: getattr(self.instance, f) for f in fields}
-
     def get_spec(self, experiment: Experiment) -> dict | None:
         try:
             return specs.validate(experiment.spec_config())
@@ -116,6 +67,7 @@ class ExperimentSerializer(StudioModelSerializer):
 
 
 class LaunchSerializer(serializers.Serializer):
+    json_schemas = {"overrides": partial_run_spec}
     kind = serializers.ChoiceField(choices=KINDS, default="train")
     name = serializers.CharField(required=False, allow_blank=True)
     checkpoint = IdField(required=False, help_text="Checkpoint id to evaluate (kind=eval).")
@@ -126,6 +78,7 @@ class LaunchSerializer(serializers.Serializer):
 
 
 class CloneSerializer(serializers.Serializer):
+    json_schemas = {"config": partial_run_spec}
     name = serializers.CharField(required=False)
     config = serializers.DictField(required=False, help_text="Settings merged into the copy's.")
 
@@ -146,6 +99,14 @@ class ExperimentViewSet(TeamScopedViewSet):
 
     model = Experiment
     serializer_class = ExperimentSerializer
+
+    def perform_create(self, serializer) -> None:
+        settled = services.settle(serializer.validated_data)  # ExperimentRefused: 400 naming the field
+        perms.require(self.request.user, serializer.validated_data["team"], perms.EDIT)
+        serializer.save(created_by=self.request.user, **settled)
+
+    def perform_update(self, serializer) -> None:
+        serializer.save(**services.settle(serializer.validated_data, serializer.instance))
 
     @extend_schema(request=LaunchSerializer, responses={201: RunSerializer})
     @action(detail=True, methods=["post"], serializer_class=LaunchSerializer)
@@ -176,5 +137,6 @@ class ExperimentViewSet(TeamScopedViewSet):
         }  # fmt: skip
         serializer = ExperimentSerializer(data=payload, context=self.get_serializer_context())
         serializer.is_valid(raise_exception=True)
-        serializer.save(created_by=request.user, preset=source.preset)
+        settled = services.settle(serializer.validated_data)
+        serializer.save(created_by=request.user, preset=source.preset, **settled)
         return Response(serializer.data, status=status.HTTP_201_CREATED)

@@ -48,11 +48,17 @@ def experiment_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse
         if not errors:
             data = {**meta, "config": config}
             serializer = ExperimentSerializer(experiment, data=data, context=serializer_context(request))
-            if serializer.is_valid():
-                perms.require(request.user, serializer.validated_data["team"], perms.EDIT)
-                saved = serializer.save(**({} if experiment else {"created_by": request.user}))
-                return redirect("experiment", saved.pk)
-            errors = flat_errors(serializer.errors)
+            if not serializer.is_valid():
+                errors = flat_errors(serializer.errors)
+            else:
+                try:
+                    settled = services.settle(serializer.validated_data, experiment)
+                except services.ExperimentRefused as exc:  # shown beside each field, as the API names them
+                    errors = exc.errors
+                else:
+                    perms.require(request.user, serializer.validated_data["team"], perms.EDIT)
+                    saved = serializer.save(**settled, **({} if experiment else {"created_by": request.user}))
+                    return redirect("experiment", saved.pk)
     sections = forms.experiment_sections(config, {})
     # Each error beside its field (a setting's, or the input above that sets it), the rest at the top.
     placed = layout.place_errors(errors, sections)

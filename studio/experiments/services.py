@@ -1,4 +1,5 @@
-"""Launching an experiment: one function that both the API and the experiment page call."""
+"""An experiment's rules, one function each, that both the API and the experiment pages call: what a
+saved experiment may choose (`settle`) and launching one (`launch`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,20 @@ from studio.experiments.models import Experiment
 from studio.lib.errors import FieldErrors
 from studio.runs import lifecycle, placement
 from studio.runs.models import Checkpoint, Run
+from trainers.spec import apply_preset
+
+NO_DATASET = (
+    "choose a dataset: only an experiment whose settings generate its prompts (data.procedural) runs without one"
+)
+# The fields an experiment is made of, as a change to it leaves them when it does not name them.
+FIELDS = ("team", "dataset", "rubric", "environment", "environment_version", "model_path", "preset", "config", "name")
+
+
+class ExperimentRefused(FieldErrors, ValueError):
+    """Choices the studio's rules refuse for an experiment, as {field: message}; answered as a serializer's
+    errors (400 {field: [message]})."""
+
+    listed = True
 
 
 class LaunchError(FieldErrors, ValueError):
@@ -44,6 +59,60 @@ def launch(experiment: Experiment, user, *, kind: str = "train", name: str = "",
         raise LaunchError({"parallel.nodes": refused})
     name = name or f"{experiment.name} #{experiment.runs.count() + 1}" + (" (eval)" if kind == "eval" else "")
     return lifecycle.create_run(experiment.team, spec, kind=kind, name=name, experiment=experiment, user=user)
+
+
+def settle(attrs: dict[str, Any], instance: Experiment | None = None) -> dict[str, Any]:
+    """What to save beside the parsed fields `attrs` of a new experiment (or of a change to `instance`):
+    {environment_version, config}, the version pinned and the preset's values applied. ExperimentRefused
+    naming the field when a rule refuses it: the team stays the same, the dataset, rubric and environment
+    are the team's, the version exists, a dataset is chosen unless the settings generate the prompts,
+    the dataset can be chosen, and the settings pass the team's path policy (a few queries)."""
+    team = attrs.get("team") or instance.team
+    if instance is not None and team.pk != instance.team_id:
+        raise ExperimentRefused({"team": "an experiment cannot move to another team"})
+    for name in ("dataset", "rubric", "environment"):
+        chosen = attrs.get(name)
+        if chosen is not None and chosen.team_id != team.pk:
+            raise ExperimentRefused({name: "must belong to the same team"})
+    settled = {"environment_version": _pinned(attrs, instance)}
+    config = attrs.get("config", getattr(instance, "config", {})) or {}
+    preset = attrs.get("preset", getattr(instance, "preset", ""))
+    if preset and "preset" in attrs:
+        config = apply_preset(config, preset)  # explicit algorithm keys win over the preset
+    settled["config"] = config
+    current = {f: getattr(instance, f) for f in FIELDS} if instance is not None else {}
+    probe = Experiment(**{**current, **attrs, **settled})
+    if probe.dataset is None and not probe.generates_prompts:
+        raise ExperimentRefused({"dataset": NO_DATASET})
+    errors = {}
+    # Refused where it is chosen, not at launch: rows a run would stop at, or a refused file.
+    chosen = probe.dataset if not probe.generates_prompts else None
+    if chosen is not None and (problem := chosen.choice_problem(probe.skips_invalid_rows)):
+        errors["dataset"] = problem
+    try:
+        paths.validate_for_team(probe.spec_config(), team)
+    except specs.SpecError as exc:
+        errors.update(exc.errors)
+    if errors:
+        raise ExperimentRefused(errors)
+    return settled
+
+
+def _pinned(attrs: dict[str, Any], instance: Experiment | None) -> int | None:
+    """The environment version to run: the one asked for (it must exist); the latest for null or a newly
+    chosen environment; else (left out) the one pinned before; None without an environment."""
+    environment = attrs.get("environment", getattr(instance, "environment", None))
+    if environment is None:
+        return None
+    asked = attrs.get("environment_version")
+    if asked is not None:
+        if not environment.versions.filter(number=asked).exists():
+            raise ExperimentRefused(
+                {"environment_version": f"{environment.name!r} has versions 1 to {environment.version}"}
+            )
+        return asked
+    kept = "environment_version" not in attrs and getattr(instance, "environment_id", None) == environment.pk
+    return instance.environment_version if kept else environment.version
 
 
 def clone_name(source: Experiment) -> str:

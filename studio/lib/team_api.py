@@ -79,12 +79,6 @@ class TeamField(BoundedPrimaryKeyRelatedField):
         return perms.visible_teams(request.user) if request else Team.objects.none()
 
 
-def same_team(team: Team, **objects) -> None:
-    for name, obj in objects.items():
-        if obj is not None and obj.team_id != team.pk:
-            raise serializers.ValidationError({name: "must belong to the same team"})
-
-
 def query_id(params, name: str) -> int | None:
     """`?<name>=` as an id (None when absent or empty), or a 400 naming the parameter."""
     try:
