@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -221,3 +221,56 @@ def _matches(entry: str, scheme: str, host: str, port: int) -> bool:
     if want.scheme and want.scheme != scheme:
         return False
     return want_host == host and (want_port is None or want_port == port)
+
+
+def endpoint_base(url: str) -> str:
+    """The endpoint a secret is bound to, from the URL it was set for: ``scheme://host:port/path``, the
+    default port written out, the host lower-cased, no query, fragment or trailing slash. Raises
+    Refused for what is not an http(s) URL."""
+    try:
+        parts = urlsplit(url.strip())
+        host, port = (parts.hostname or "").lower(), parts.port
+    except ValueError:
+        raise Refused(f"{url!r}: not a valid URL") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise Refused(f"{url!r}: not an http(s) URL")
+    port = port or (443 if parts.scheme == "https" else 80)
+    shown = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{shown}:{port}{parts.path.rstrip('/')}"
+
+
+def bound_to(url: str, base: str) -> bool:
+    """Whether a request to `url` goes to the endpoint `base` (an `endpoint_base`): the same scheme, host
+    and port, and a path at or under base's path (segment by segment: /v1 holds /v1/chat, not /v10)."""
+    if not base:
+        return False
+    try:
+        want, got = endpoint_base(base), endpoint_base(url)
+    except Refused:
+        return False
+    origin, path = _split_base(want)
+    got_origin, got_path = _split_base(got)
+    return got_origin == origin and (not path or got_path == path or got_path.startswith(path + "/"))
+
+
+def _split_base(base: str) -> tuple[str, str]:
+    scheme, _, rest = base.partition("://")
+    authority, slash, path = rest.partition("/")
+    return f"{scheme}://{authority}", slash + path
+
+
+OPENAI_SERVER = "https://api.openai.com/v1"  # where OPENAI_API_KEY goes when OPENAI_BASE_URL is unset (OpenAI's SDK)
+
+
+def key_server_variable(variable: str) -> str:
+    """The variable naming the server an API key variable is for: FOO_API_KEY -> FOO_BASE_URL."""
+    return variable.removesuffix("API_KEY") + "BASE_URL"
+
+
+def key_server(variable: str, environ: Mapping[str, str] | None = None) -> str:
+    """The server the API key in `variable` was set for, by whoever set it (the worker's operator):
+    FOO_API_KEY goes to FOO_BASE_URL only (OpenAI's SDK reads OPENAI_BASE_URL the same way), and
+    OPENAI_API_KEY without one to OpenAI's API. Empty: the key goes nowhere."""
+    environ = os.environ if environ is None else environ
+    server = environ.get(key_server_variable(variable), "").strip()
+    return server or (OPENAI_SERVER if variable == "OPENAI_API_KEY" else "")

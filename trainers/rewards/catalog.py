@@ -163,7 +163,9 @@ class JudgeBackendParams(Params):
         "OPENAI_API_KEY",
         pattern=r"^[A-Z][A-Z0-9_]*API_KEY$",
         description="Environment variable holding the API key; its name must end in API_KEY, so a "
-        "rubric cannot send the worker's other variables (database URL, secret key) to an endpoint.",
+        "rubric cannot send the worker's other variables (database URL, secret key) to an endpoint. The key "
+        "is sent only to the server in the matching *_BASE_URL variable (OPENAI_API_KEY: OpenAI's API "
+        "without one), set beside it by the workers' operator.",
     )
     model: str = Field(
         ...,

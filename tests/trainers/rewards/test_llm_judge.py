@@ -89,6 +89,7 @@ def judge(url, **params):
 
 def test_it_normalises_the_judges_score_and_keeps_its_reasoning(judge_url, monkeypatch):
     monkeypatch.setenv("TEST_JUDGE_API_KEY", "secret-123")
+    monkeypatch.setenv("TEST_JUDGE_BASE_URL", judge_url)  # the server the key is for
     good, bad = judge(judge_url).score_batch([sample("good answer", answer="42"), sample("bad answer")])
     assert good.score == pytest.approx(0.8)
     assert good.explanation == "judge: 8/10. Correct and polite.\nScore: 8"
@@ -186,3 +187,69 @@ def test_a_reply_of_long_gaps_is_read_in_linear_time():
     assert result.error is None and result.score == pytest.approx(
         (7 - params.score_min) / (params.score_max - params.score_min)
     )
+
+
+# --- the API key goes only to the server it is set for ---------------------------------------------
+
+
+class Elsewhere(BaseHTTPRequestHandler):
+    """Another judge server, say one a rubric's editor runs: it records every request's headers."""
+
+    headers_seen: list = []
+
+    def do_POST(self):
+        Elsewhere.headers_seen.append(dict(self.headers))
+        self.rfile.read(int(self.headers["Content-Length"]))
+        data = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Score: 9"}}]})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data.encode())
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def elsewhere_url():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+    server.daemon_threads = True
+    Elsewhere.headers_seen = []
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_api_key_reaches_only_the_server_it_is_set_for(judge_url, elsewhere_url, monkeypatch):
+    monkeypatch.setenv("TEST_JUDGE_API_KEY", "secret-123")
+    monkeypatch.setenv("TEST_JUDGE_BASE_URL", judge_url)
+    [moved] = judge(elsewhere_url).score_batch([sample("good answer")])
+    assert moved.score == 0.0
+    assert "TEST_JUDGE_API_KEY is set for" in moved.error and "not sent" in moved.error
+    assert "TEST_JUDGE_BASE_URL" in moved.error
+    assert Elsewhere.headers_seen == []  # nothing went there: not the key, not the completion
+    # Another path under the same host and port is another server too (/v10 is not under /v1).
+    [beside] = judge(judge_url + "0").score_batch([sample("good answer")])
+    assert "not sent" in beside.error and FakeJudge.requests == []
+    [own] = judge(judge_url).score_batch([sample("good answer")])  # its own server: sent, and scored
+    assert own.score == pytest.approx(0.8)
+    assert [h["Authorization"] for _, h, _ in FakeJudge.requests] == ["Bearer secret-123"]
+
+
+def test_a_key_set_for_no_server_is_sent_nowhere_and_openais_goes_to_openai(elsewhere_url, monkeypatch):
+    monkeypatch.setenv("TEST_JUDGE_API_KEY", "secret-123")
+    monkeypatch.delenv("TEST_JUDGE_BASE_URL", raising=False)
+    [result] = judge(elsewhere_url).score_batch([sample("good answer")])
+    assert "has no server (TEST_JUDGE_BASE_URL)" in result.error
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-operator")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    [openai] = judge(elsewhere_url, api_key_env="OPENAI_API_KEY").score_batch([sample("good answer")])
+    assert "OPENAI_API_KEY is set for https://api.openai.com/v1, not" in openai.error
+    assert Elsewhere.headers_seen == []
+    monkeypatch.delenv("TEST_JUDGE_API_KEY")  # no key at all: the request goes, without an Authorization header
+    [keyless] = judge(elsewhere_url).score_batch([sample("good answer")])
+    assert keyless.score == pytest.approx(0.9)
+    assert [("Authorization" in h) for h in Elsewhere.headers_seen] == [False]
