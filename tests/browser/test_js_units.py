@@ -582,3 +582,53 @@ def test_live_rollouts_pass_the_split_filter_as_the_server_applies_it(tmp_path, 
         """,
     )
     assert got == live
+
+
+def test_the_keyset_pager_goes_on_from_each_cursor_and_drops_what_a_reset_overtook(tmp_path):
+    # The rollout list and the prompts table page through keyset_pager.js: each page from the cursor
+    # the page before gave out; a page (or its failure) asked for before a reset no longer follows
+    # the rows shown; readFirst reads from the start until it holds the rows wanted.
+    got = run_js(
+        tmp_path,
+        """
+        const { KeysetPager } = await import("./keyset_pager.js");
+        const pages = { "": { results: [1, 2], next_cursor: "c1" }, c1: { results: [3, 4], next_cursor: "c2" },
+                        c2: { results: [5], next_cursor: null } };
+        const asked = [];
+        const pager = new KeysetPager(async (cursor) => { asked.push(cursor); return pages[cursor ?? ""]; });
+        const out = {};
+        out.pages = [(await pager.next(true)).results, (await pager.next()).results];
+        out.moreAfterTwo = pager.hasMore;
+        out.pages.push((await pager.next()).results);
+        out.moreAtEnd = pager.hasMore;
+        out.again = (await pager.readFirst(3)).results;
+        out.cursorAfterAgain = pager.cursor;
+        out.asked = asked;
+
+        const answers = [];
+        const slow = new KeysetPager(() => new Promise((resolve, reject) => answers.push({ resolve, reject })));
+        const overtaken = slow.next(true);
+        slow.reset();
+        answers[0].resolve({ results: [9], next_cursor: "late" });
+        const failed = slow.next(true);
+        slow.reset();
+        answers[1].reject(new Error("the old filters' page failed"));
+        const current = slow.next(true);
+        answers[2].reject(new Error("the page failed"));
+        out.overtaken = await overtaken;
+        out.failedOvertaken = await failed;
+        out.cursorAfterOvertaken = slow.cursor;
+        out.currentError = await current.then(() => null, (err) => err.message);
+        const reread = slow.readFirst(10);
+        slow.reset();
+        answers[3].resolve({ results: [1], next_cursor: null });
+        out.rereadOvertaken = await reread;
+        console.log(JSON.stringify(out));
+        """,
+    )
+    assert got["pages"] == [[1, 2], [3, 4], [5]] and got["moreAfterTwo"] and not got["moreAtEnd"]
+    assert got["again"] == [1, 2, 3, 4] and got["cursorAfterAgain"] == "c2"  # two pages hold the 3 wanted
+    assert got["asked"] == [None, "c1", "c2", None, "c1"]
+    assert got["overtaken"] is None and got["failedOvertaken"] is None and got["cursorAfterOvertaken"] is None
+    assert got["currentError"] == "the page failed"
+    assert got["rereadOvertaken"] is None

@@ -6,6 +6,7 @@
 // the run page's inspector.
 
 import { Api, esc, fmt, readConfig } from "./api.js";
+import { KeysetPager } from "./keyset_pager.js";
 import { initTheme } from "./theme.js";
 import { RunSocket, showLiveState } from "./ws.js";
 
@@ -38,8 +39,7 @@ export class PromptsTable {
     this.more = root.querySelector("[data-load-more]");
     this.shown = root.querySelector("[data-shown]");
     this.items = [];
-    this.nextCursor = null;
-    this.version = 0;
+    this.pager = new KeysetPager((cursor) => this.page(cursor)); // reset by reload, superseded by refresh
     this.loading = false; // a read of rows is under way (reload, load more or refresh)
     this.form.addEventListener("change", () => this.reload());
     this.more.addEventListener("click", () => this.loadMore());
@@ -60,29 +60,27 @@ export class PromptsTable {
   }
 
   async reload() {
-    this.version += 1;
+    this.pager.reset();
     this.items = [];
-    this.nextCursor = null;
     this.tbody.innerHTML = "";
     await this.loadMore(true);
   }
 
   async loadMore(first = false) {
-    if (!first && (!this.nextCursor || this.loading)) return;
-    const version = this.version;
+    if (!first && (!this.pager.hasMore || this.loading)) return;
+    const version = this.pager.version;
     this.loading = true;
     this.root.classList.add("is-loading");
     try {
-      const page = await this.page(first ? null : this.nextCursor);
-      if (version !== this.version) return;
-      this.nextCursor = page.next_cursor || null;
+      const page = await this.pager.next(first);
+      if (page === null) return; // a reload came meanwhile: its rows are the ones to show
       this.items.push(...page.results);
       this.tbody.insertAdjacentHTML("beforeend", page.results.map((it) => this.rowHtml(it)).join(""));
       this.showCounts(page.counts);
     } catch (err) {
-      if (version === this.version) this.tbody.innerHTML = `<tr class="error"><td colspan="8">${esc(err.message)}</td></tr>`;
+      this.tbody.innerHTML = `<tr class="error"><td colspan="8">${esc(err.message)}</td></tr>`;
     } finally {
-      if (version === this.version) {
+      if (version === this.pager.version) {
         this.loading = false;
         this.root.classList.remove("is-loading");
         this.showFoot();
@@ -95,37 +93,29 @@ export class PromptsTable {
   // False when it did not apply: a read was under way, or one the reader asked for overtook it.
   async refresh() {
     if (this.loading) return false;
-    const version = ++this.version;
-    const want = Math.max(this.items.length, PAGE);
-    const items = [];
-    let cursor = null;
-    let counts = null;
+    const read = this.pager.readFirst(Math.max(this.items.length, PAGE));
+    const version = this.pager.version; // readFirst's own
+    let fresh;
     this.loading = true;
     try {
-      do {
-        const page = await this.page(cursor);
-        if (version !== this.version) return false;
-        items.push(...page.results);
-        cursor = page.next_cursor || null;
-        counts = page.counts;
-      } while (cursor && items.length < want);
+      fresh = await read;
     } finally {
-      if (version === this.version) this.loading = false;
+      if (version === this.pager.version) this.loading = false;
     }
-    this.items = items;
-    this.nextCursor = cursor;
-    this.tbody.innerHTML = items.map((it) => this.rowHtml(it)).join("");
-    this.showCounts(counts);
+    if (fresh === null) return false;
+    this.items = fresh.results;
+    this.tbody.innerHTML = this.items.map((it) => this.rowHtml(it)).join("");
+    this.showCounts(fresh.last.counts);
     this.showFoot();
     return true;
   }
 
   showFoot() {
-    this.more.hidden = !this.nextCursor;
+    this.more.hidden = !this.pager.hasMore;
     if (!this.items.length && !this.tbody.querySelector("tr.error")) {
       this.tbody.innerHTML = '<tr class="empty"><td colspan="8" class="muted">No prompt statistics yet, or none with this status.</td></tr>';
     }
-    this.shown.textContent = `${this.items.length}${this.nextCursor ? "+" : ""} shown`;
+    this.shown.textContent = `${this.items.length}${this.pager.hasMore ? "+" : ""} shown`;
   }
 
   showCounts(counts) {

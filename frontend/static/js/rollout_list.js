@@ -5,6 +5,7 @@
 // Keyboard: j / ArrowDown next, k / ArrowUp previous, Enter open, Esc close.
 
 import { esc, fmt, needRules } from "./api.js";
+import { KeysetPager } from "./keyset_pager.js";
 import { RolloutFilters } from "./rollout_filters.js";
 import { hintedBadge, plural, rewardClass, splitTag } from "./rollout_marks.js";
 
@@ -53,10 +54,10 @@ export class RolloutList {
     this.items = [];
     this.ids = new Set(); // ids in this.items: a rollout the socket and a page both bring shows once
     this.selected = -1;
-    this.nextCursor = null;
+    // Where "Load more" goes on; reset by reload and trimTail: a page asked for before is dropped.
+    this.pager = new KeysetPager((cursor) => this.fetchPage(cursor));
     this.held = []; // live rollouts that match, waiting (newest first) while the list is scrolled away from the top
     this.unseen = 0; // matching live rollouts the banner counts: `held`, or those a reload would bring
-    this.version = 0; // bumped by reload and trimTail: a page asked for an older list is dropped
     this.reloads = 0; // a live check asked under older filters is dropped
     this.searching = null; // the server check of live rollouts against a text filter, one at a time
     this.searchQueue = [];
@@ -101,7 +102,7 @@ export class RolloutList {
     const next = Math.max(0, Math.min(this.items.length - 1, this.selected + delta));
     // While the detail is open, moving also opens the next rollout: read them one after another.
     this.select(next, this.detail.isOpen);
-    if (next >= this.items.length - 5 && (this.nextCursor || this.canResume)) this.loadMore();
+    if (next >= this.items.length - 5 && (this.pager.hasMore || this.canResume)) this.loadMore();
   }
 
   // Filters named in the page's address (?prompt=<id> from the prompts view) fill the form.
@@ -121,12 +122,11 @@ export class RolloutList {
   }
 
   async reload() {
-    this.version += 1;
+    this.pager.reset();
     this.reloads += 1;
     this.items = [];
     this.ids.clear();
     this.selected = -1;
-    this.nextCursor = null;
     this.held = [];
     this.searchQueue = [];
     this.resumeParams = {};
@@ -136,32 +136,34 @@ export class RolloutList {
     await this.loadMore(true);
   }
 
+  // One page of rollouts under the filters, from `cursor` (null: the first, or the first past the
+  // rows trimTail kept, bounded by resumeParams).
+  fetchPage(cursor) {
+    const params = { ...this.filters.params(), ...this.resumeParams, limit: PAGE };
+    if (cursor) params.cursor = cursor;
+    return this.api.get(`/api/runs/${this.runId}/rollouts/`, params);
+  }
+
   // The next page, or the first (`first`: a reload). A page asked for before the list was reloaded
-  // or trimmed no longer follows its last row, and is dropped.
+  // or trimmed no longer follows its last row, and is dropped (the pager answers null).
   async loadMore(first = false) {
     if (this.loading && !first) return this.loading;
-    if (!first && !this.nextCursor && !this.canResume) return;
-    const params = { ...this.filters.params(), ...this.resumeParams, limit: PAGE };
-    if (!first && this.nextCursor) params.cursor = this.nextCursor;
+    if (!first && !this.pager.hasMore && !this.canResume) return;
+    const read = this.pager.next(first);
     this.canResume = false;
-    const version = this.version;
     this.root.classList.add("is-loading");
-    const request = this.api
-      .get(`/api/runs/${this.runId}/rollouts/`, params)
+    const request = read
       .then((page) => {
-        if (version !== this.version) return;
-        this.nextCursor = page.next_cursor || null;
-        this.append(page.results, false);
+        if (page) this.append(page.results, false);
       })
       .catch((err) => {
-        if (version !== this.version) return;
         this.tbody.insertAdjacentHTML("beforeend", `<tr class="error"><td colspan="8">${esc(err.message)}</td></tr>`);
       })
       .finally(() => {
         if (this.loading !== request) return;
         this.loading = null;
         this.root.classList.remove("is-loading");
-        this.more.hidden = !this.nextCursor && !this.canResume;
+        this.more.hidden = !this.pager.hasMore && !this.canResume;
       });
     this.loading = request;
     return request;
@@ -226,7 +228,7 @@ export class RolloutList {
   }
 
   showCount() {
-    this.count.textContent = `${this.items.length}${this.nextCursor || this.canResume ? "+" : ""} shown`;
+    this.count.textContent = `${this.items.length}${this.pager.hasMore || this.canResume ? "+" : ""} shown`;
   }
 
   indexOf(rolloutId) {
@@ -286,7 +288,7 @@ export class RolloutList {
   // still listed come back from it too, and are skipped as already shown.
   trimTail(keep) {
     if (this.items.length <= keep) return;
-    this.version += 1;
+    this.pager.reset();
     const gone = this.items.splice(keep);
     for (const it of gone) {
       this.ids.delete(it.id);
@@ -297,7 +299,6 @@ export class RolloutList {
     const last = this.items[this.items.length - 1];
     const asked = this.filters.params()[stepMax];
     this.resumeParams = { [stepMax]: asked === undefined ? last.step : Math.min(Number(asked), last.step) };
-    this.nextCursor = null;
     this.canResume = true;
     this.more.hidden = false;
     this.showCount();
