@@ -14,6 +14,7 @@ import dj_database_url
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
+from studio.lib.database import IDLE_IN_TRANSACTION_S, postgres_options
 from studio.lib.env import envbool, envfloat, envint, envlist, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -121,6 +122,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 30,
     }
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A session hung inside a transaction is ended by the server (studio.lib.database). Off by default in
+    # the test suite's own database: a test runs inside a transaction that may idle while it waits.
+    idle_s = envfloat(
+        "STUDIO_DB_IDLE_IN_TRANSACTION_S", 0.0 if envstr("STUDIO_TEST_DB_NAME") else IDLE_IN_TRANSACTION_S
+    )
+    if "options" not in DATABASES["default"].setdefault("OPTIONS", {}):  # DATABASE_URL's own ?options= wins
+        DATABASES["default"]["OPTIONS"].update(postgres_options(idle_s))
 if envstr("STUDIO_TEST_DB_NAME"):
     # A test database of its own, so two suites against one PostgreSQL server never drop each other's.
     DATABASES["default"]["TEST"] = {"NAME": envstr("STUDIO_TEST_DB_NAME")}

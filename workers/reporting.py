@@ -53,9 +53,16 @@ class DatabaseReporter:
     (the end of a run), keeps trying for FINAL_FLUSH_RETRY_S, then raises ReportsNotWritten. Any
     other database error (a bad value) is raised at once, its batch dropped, as always."""
 
-    def __init__(self, run_id: int, flush_interval_s: float = FLUSH_INTERVAL_S) -> None:
+    def __init__(self, run_id: int, flush_interval_s: float = FLUSH_INTERVAL_S, attempt: int | None = None) -> None:
         self.run_id = run_id
         self.flush_interval_s = flush_interval_s
+        # The attempt (Run.restarts when the worker claimed the run) whose reports these are. A process that
+        # hung (SIGSTOP, a frozen VM) and goes on after the studio gave up on it has reports of a step the
+        # newer attempt writes too, and a checkpoint on its way down: each batch is written only while the
+        # run is still running under this attempt, or else dropped (`superseded`), so it cannot write steps
+        # twice, move the run's progress back or add a checkpoint to a run that ended. None: not checked.
+        self.attempt = attempt
+        self.superseded = False
         self.pending: list[tuple[str, int | None, Any]] = []  # (kind, step, payload) in report order
         self.pending_rows = 0
         self.last_flush = time.monotonic()
@@ -161,8 +168,14 @@ class DatabaseReporter:
         """Everything pending in one transaction, its events published after commit."""
         count, rows = len(self.pending), self.pending_rows
         messages = None
+        if self.superseded:
+            self._forget(count, rows)
+            return
         try:
             with transaction.atomic():
+                if not self._still_this_attempts():
+                    self._forget(count, rows)
+                    return
                 items = [self._write(kind, step, payload) for kind, step, payload in self.pending[:count]]
                 messages = events.record(self.run_id, [i for i in items if i is not None], last_step=self.last_step)
         except Exception as exc:
@@ -172,6 +185,18 @@ class DatabaseReporter:
                 self.unconfirmed = (count, rows, messages)
             raise
         self._forget(count, rows)
+
+    def _still_this_attempts(self) -> bool:
+        """Whether the run still runs under this reporter's attempt, its row locked until the batch commits
+        (so a sweeper cannot end the attempt between this read and the write); warns once when not."""
+        if self.attempt is None:
+            return True
+        if Run.objects.select_for_update().filter(pk=self.run_id, state=RUNNING, restarts=self.attempt).exists():
+            return True
+        self.superseded = True
+        log.warning("run %s: attempt %s was given up on (the run ended or a newer attempt runs it): its reports "
+                    "from here on are dropped", self.run_id, self.attempt)  # fmt: skip
+        return False
 
     def _settle_unconfirmed(self) -> None:
         """Whether the batch whose COMMIT failed was written after all: its last event says (same

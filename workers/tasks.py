@@ -178,7 +178,7 @@ def execute_run(run_id: int, worker: str) -> str:
     run.refresh_from_db(fields=["restarts"])
     # The attempt this task runs: a restart begins a newer one, and this one then stops and ends nothing.
     check = CancelCheck(run_id, attempt=run.restarts)
-    reporter = DatabaseReporter(run_id)
+    reporter = DatabaseReporter(run_id, attempt=run.restarts)
     # Trackers the run mirrors to (studio.tracking): fed off the training thread, never waited for.
     mirror = mirroring.start(run)
     stop_beat = _start_heartbeat(run_id)
