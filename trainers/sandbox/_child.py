@@ -23,6 +23,7 @@ shapes). A request's tag is random and new, so nothing written before it can ans
   A stdio test's verdict is decided here, from the output the child sends back.
 """
 
+import errno
 import json
 import os
 import resource
@@ -33,6 +34,9 @@ import traceback
 MAX_TEXT = 300
 MAX_ERROR = 2000  # characters of an error message
 MAX_REPLY_BYTES = 8 << 20  # as the parent's limit: a larger value is answered with an error instead
+# What a stdio test reads back of the program's output: as JSON (12 bytes a character at most, an
+# escaped surrogate pair) it stays within a reply.
+MAX_STDOUT_BYTES = MAX_REPLY_BYTES // 16
 PR_SET_DUMPABLE = 4
 # Bound before user code runs: code that rebinds `json.dumps` or `os.write` does not change these.
 _dumps = json.dumps
@@ -193,8 +197,7 @@ def run_tests(config, send, proto_fds):
         else:
             result = run_forked(lambda test=test, i=i: exec_stdio(code, test["input"], i), deadline, proto_fds)
             if "stdout" in result:
-                got = str(result.pop("stdout"))
-                result = {"passed": same_output(got, test["output"]), "got": got[:MAX_TEXT]}
+                result = stdio_verdict(result, test["output"], config["limits"]["file_size_mb"])
         send(result | {"test": i})
 
 
@@ -223,7 +226,8 @@ def exec_assert(code, test, filename):
 def exec_stdio(code, stdin_text, index):
     """Run the program (in a forked child) with the test input on fd 0 and fd 1 in a file, so
     `input()`, `sys.stdin.buffer`, `print` and `os.write(1, ...)` all behave as in a real run.
-    Returns what it printed; the parent compares it with the expected output."""
+    Returns the start of what it printed (`MAX_STDOUT_BYTES`), how many bytes it printed, and whether
+    a write failed at the file-size limit; the parent compares it with the expected output."""
     in_path, out_path = f".stdin-{index}", f".stdout-{index}"
     with open(in_path, "w", encoding="utf-8") as f:
         f.write(stdin_text)
@@ -231,16 +235,43 @@ def exec_stdio(code, stdin_text, index):
     os.dup2(os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
     sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
     sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+    at_limit = False
     try:
         exec(code, {"__name__": "__main__"})
     except SystemExit as exc:
         if exc.code not in (None, 0):
             raise
+    except OSError as exc:  # a write past RLIMIT_FSIZE: the output is cut there, which the verdict says
+        if exc.errno != errno.EFBIG:
+            raise
+        at_limit = True
     finally:
-        sys.stdout.flush()
-    with open(out_path, encoding="utf-8", errors="replace") as f:
-        got = f.read(MAX_REPLY_BYTES // 4)
-    return {"stdout": got}
+        try:
+            sys.stdout.flush()
+        except OSError as exc:
+            if exc.errno != errno.EFBIG:
+                raise
+            at_limit = True
+    with open(out_path, "rb") as f:
+        head = f.read(MAX_STDOUT_BYTES)
+        size = os.fstat(f.fileno()).st_size
+    return {"stdout": head.decode("utf-8", "replace"), "bytes": size, "kept": len(head), "at_limit": at_limit}
+
+
+def stdio_verdict(result, expected, file_size_mb):
+    """A stdio test's result from what `exec_stdio` read back: passed when the whole output matches.
+    Output cut (at the file-size limit, or longer than is read back) fails, and the error says where it
+    was cut and how much was kept."""
+    got, size, kept = str(result["stdout"]), int(result["bytes"]), int(result["kept"])
+    out = {"passed": False, "got": got[:MAX_TEXT]}
+    if result.get("at_limit") or size >= file_size_mb << 20:
+        out["error"] = (f"the output was cut at the sandbox's file-size limit ({file_size_mb} MiB): "
+                        f"{size:,} bytes written, the first {kept:,} kept")  # fmt: skip
+    elif kept < size:
+        out["error"] = f"the output was cut: {size:,} bytes, more than a test reads back; the first {kept:,} kept"
+    else:
+        out["passed"] = same_output(got, expected)
+    return out
 
 
 def same_output(got, expected):

@@ -25,6 +25,10 @@ from trainers.rollout.environments.base import EnvironmentStart, EpisodeLimits, 
 
 ROLES = ("system", "user", "assistant", "tool")
 MAX_OBSERVATION_MESSAGES = 16  # messages one step may add (the tools kind: one per call, 8 calls run)
+# Characters one step's observation may hold in all, in max_observation_chars: as much as the tools
+# kind's 8 calls of a turn each at the limit (tool-call results count against the same budget).
+STEP_OBSERVATION_LIMITS = 8
+SHORT_NOTE = "[truncated]"  # the note where the limit has no room for the whole one
 MAX_START_MESSAGES = 256  # messages `reset` may return
 MAX_START_CHARS = 1_000_000  # characters of all of them together (tokens are cut to the prompt limit after)
 MAX_REASON_CHARS = 500
@@ -58,14 +62,28 @@ def plain(value: Any, what: str) -> str:
 
 
 def text(value: Any, limit: int, what: str = "text", more: int = 0) -> tuple[str, bool]:
-    """(`value` as clean text cut to `limit` characters with a note saying how many more there
-    were, whether it was cut). `more`: characters already cut before it came (a tool that clipped
-    its own output in the sandbox)."""
+    """(`value` as clean text of at most `limit` characters, whether it was cut). A cut text ends in a note
+    saying how many characters were left out, and the note counts in the limit: the text is cut shorter to
+    make room for it. `more`: characters already cut before it came (a tool that clipped its own output in
+    the sandbox)."""
     value = plain(value, what)
-    more = max(more, 0) + max(len(value) - limit, 0)
-    if not more:
+    total = len(value) + max(more, 0)
+    if total <= limit and not more:
         return clean(value), False
-    return f"{clean(value[:limit])}\n[truncated: {more} more characters]", True
+    return _cut(value, total, limit), True
+
+
+def _note(left_out: int) -> str:
+    return f"\n[truncated: {left_out} more characters]"
+
+
+def _cut(value: str, total: int, limit: int) -> str:
+    """The start of `value` (of `total` characters in all) and the note, within `limit` characters."""
+    # Cutting more for the note never lengthens it past the one for `total` (no more digits).
+    keep = min(len(value), limit - len(_note(total)))
+    if keep < 0:  # a limit smaller than the note: the shortest word for it
+        return SHORT_NOTE[: max(limit, 0)]
+    return clean(value[:keep]) + _note(total - keep)
 
 
 def short(value: Any, limit: int, what: str = "text") -> str:
@@ -73,44 +91,53 @@ def short(value: Any, limit: int, what: str = "text") -> str:
     return text(value, limit, what)[0]
 
 
-def messages(value: Any, limit: int, max_messages: int, what: str) -> list[Message]:
-    """A list of {"role", "content"[, "name"]} messages: each content cut to `limit` characters, at
-    most `max_messages` of them (the last kept one says how many were dropped)."""
+def messages(value: Any, limit: int, max_messages: int, what: str, total: int | None = None) -> list[Message]:
+    """A list of {"role", "content"[, "name"]} messages: at most `max_messages` of them, each content cut
+    to `limit` characters, and at most `total` characters in all (a message past the budget is cut, later
+    ones are dropped). The last kept one says how many were dropped, within its own limit."""
     if value is None:
         return []
     if not isinstance(value, list | tuple):
         raise TypeError(f"{what} is a {type(value).__name__}, not a list of messages")
-    kept, dropped = list(value[:max_messages]), len(value) - max_messages
-    out: list[Message] = []
-    for i, message in enumerate(kept):
+    read: list[tuple[Message, str]] = []
+    for i, message in enumerate(value[:max_messages]):
         if not isinstance(message, dict):
             raise TypeError(f"{what}[{i}] is a {type(message).__name__}, not a message dict")
         role = message.get("role")
         if not isinstance(role, str) or role not in ROLES:
             raise ValueError(f"{what}[{i}] has role {short(repr(role), 40)}; expected one of {', '.join(ROLES)}")
-        bounded: Message = {"role": role, "content": short(message.get("content"), limit, f"{what}[{i}] content")}
+        bounded: Message = {"role": role, "content": ""}
         if message.get("name") is not None:
             bounded["name"] = short(message["name"], MAX_NAME_CHARS, f"{what}[{i}] name")
+        read.append((bounded, plain(message.get("content"), f"{what}[{i}] content")))
+    out: list[Message] = []
+    rooms: list[int] = []
+    left = limit * len(read) if total is None else total
+    for bounded, content in read:
+        if left <= 0:
+            break
+        rooms.append(min(limit, left))
+        bounded["content"] = short(content, rooms[-1])
+        left -= len(bounded["content"])
         out.append(bounded)
-    if dropped > 0 and out:
-        out[-1]["content"] += f"\n[{dropped} more message{'s' * (dropped != 1)} dropped]"
+    dropped = len(value) - len(out)
+    while dropped > 0 and out:
+        note = f"\n[{dropped} more message{'s' * (dropped != 1)} dropped]"
+        room, content = rooms[-1], read[len(out) - 1][1]
+        if room < len(note) and len(out) > 1:  # the budget's last scraps: that message goes, the one before says so
+            out.pop()
+            rooms.pop()
+            dropped += 1
+            continue
+        out[-1]["content"] = short(content, room - len(note)) + note if room >= len(note) else note[1:][:room]
+        break
     return out
 
 
 def start_messages(value: Any, limit: int = MAX_START_CHARS) -> list[Message]:
     """The messages `reset` returned: at most `MAX_START_MESSAGES`, `limit` characters in all
     (a message past the budget is cut, later ones are dropped)."""
-    out = messages(value, limit, MAX_START_MESSAGES, "reset's messages")
-    left = limit
-    for i, message in enumerate(out):
-        if left <= 0:
-            dropped = len(out) - i
-            out = out[:i]
-            out[-1]["content"] += f"\n[{dropped} more message{'s' * (dropped != 1)} dropped]"
-            break
-        message["content"] = short(message["content"], left)
-        left -= len(message["content"])
-    return out
+    return messages(value, limit, MAX_START_MESSAGES, "reset's messages", total=limit)
 
 
 def reward(value: Any) -> tuple[float, str]:
@@ -191,9 +218,10 @@ def tool_call(call: Any, limit: int) -> ToolCall:
 
 
 def step_result(result: Any, limits: EpisodeLimits) -> StepResult:
-    """What `step` returned, checked and bounded: observation messages cut to
-    `max_observation_chars` each (at most `MAX_OBSERVATION_MESSAGES`), the reward a bounded finite
-    float (a refused one scores 0, the reason says why), the rest typed and cut."""
+    """What `step` returned, checked and bounded: at most `MAX_OBSERVATION_MESSAGES` observation messages
+    and tool calls, each text cut to `max_observation_chars` and all of them together to
+    `STEP_OBSERVATION_LIMITS` times that (notes say what was cut or dropped, inside those limits); the
+    reward a bounded finite float (a refused one scores 0, the reason says why), the rest typed and cut."""
     if not isinstance(result, StepResult):
         raise TypeError(f"step() returned a {type(result).__name__}, not a StepResult")
     value, refused = reward(result.reward)
@@ -201,14 +229,22 @@ def step_result(result: Any, limits: EpisodeLimits) -> StepResult:
     calls = result.tool_calls
     if not isinstance(calls, list | tuple):
         raise TypeError(f"the step's tool calls are a {type(calls).__name__}, not a list")
+    limit = limits.max_observation_chars
+    budget = limit * STEP_OBSERVATION_LIMITS
+    bounded_calls, left = [], budget
+    for call in calls[:MAX_OBSERVATION_MESSAGES]:
+        bounded_calls.append(tool_call(call, max(min(limit, left), 0)))
+        left -= len(bounded_calls[-1].result)
+    if len(calls) > MAX_OBSERVATION_MESSAGES:
+        unrun = len(calls) - MAX_OBSERVATION_MESSAGES
+        more = f"{unrun} more tool call{'s' * (unrun != 1)} not kept (at most {MAX_OBSERVATION_MESSAGES} a step)"
+        reason = short(f"{reason}; {more}" if reason else more, MAX_REASON_CHARS)
     return StepResult(
-        observation=messages(
-            result.observation, limits.max_observation_chars, MAX_OBSERVATION_MESSAGES, "the observation"
-        ),
+        observation=messages(result.observation, limit, MAX_OBSERVATION_MESSAGES, "the observation", total=budget),
         reward=value,
         reason=f"{reason}; {refused}" if reason and refused else reason or refused,
         done=flag(result.done, "done"),
-        tool_calls=[tool_call(c, limits.max_observation_chars) for c in calls[:MAX_OBSERVATION_MESSAGES]],
+        tool_calls=bounded_calls,
         state=short(result.state, MAX_STATE_CHARS, "the state"),
         answered=flag(result.answered, "answered"),
     )

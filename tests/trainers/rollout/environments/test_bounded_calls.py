@@ -96,7 +96,7 @@ def test_a_string_argument_holding_a_lone_surrogate_is_made_text():
             "error: the tool failed: it returned a list, not text",
             "the tool failed: it returned a list, not text",
         ),
-        ("subclass", "z" * 200 + "\n[truncated: 800 more characters]", None),
+        ("subclass", "z" * 166 + "\n[truncated: 834 more characters]", None),  # the note within the 200
         ("surrogate", "bad \ufffd byte", None),
     ],
 )

@@ -78,7 +78,8 @@ def test_the_python_tool_turns_misbehaviour_into_an_observation(python_tool, nam
 
 def test_the_python_tool_cuts_megabytes_of_output(python_tool):
     [call] = python_tool.step(f"```python\nprint({MEGABYTES})\n```").tool_calls
-    assert call.truncated and call.result == "x" * 200 + "\n[truncated: 4999801 more characters]"
+    # The note counts in the 200 characters: 163 kept of the 5,000,001 printed.
+    assert call.truncated and call.result == "x" * 163 + "\n[truncated: 4999838 more characters]"
 
 
 USER_TOOL = '''
@@ -103,7 +104,7 @@ def user_tools():
 def test_user_tools_turn_misbehaviour_into_an_observation(user_tools, name):
     [call] = user_tools.step(tool_call("act", what=name)).tool_calls
     if name == "megabytes":
-        assert call.error is None and call.result == "x" * 200 + "\n[truncated: 4999800 more characters]"
+        assert call.error is None and call.result == "x" * 163 + "\n[truncated: 4999837 more characters]"
     else:
         error = HOSTILE[name][1]
         assert error in call.error or (name == "network" and "network access is disabled" in call.error), call.error
@@ -125,7 +126,7 @@ def test_a_python_environment_that_misbehaves_ends_its_episode_and_the_next_one_
     finally:
         env.close()
     if name == "megabytes":
-        assert not result.done and result.observation[0]["content"].endswith("[truncated: 4999800 more characters]")
+        assert not result.done and result.observation[0]["content"].endswith("[truncated: 4999837 more characters]")
     else:
         error = HOSTILE[name][1]
         assert result.done and result.reason.startswith("Env.step() failed: "), result.reason

@@ -76,7 +76,8 @@ def test_a_dict_answer_and_the_observation_role():
 
 def test_long_observations_are_cut_in_the_sandbox(env):
     env.reset({"hint": "x"})
-    assert env.step("long").observation[0]["content"] == "y" * 50 + "\n[truncated: 950 more characters]"
+    # The note counts in the 50 characters: 16 of the 1,000 kept.
+    assert env.step("long").observation[0]["content"] == "y" * 16 + "\n[truncated: 984 more characters]"
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from trainers.rollout.environments.base import EpisodeLimits
 from trainers.rollout.environments.kinds import ENVIRONMENTS
 
-LIMITS = EpisodeLimits(tool_timeout_s=2, tool_memory_mb=256, max_observation_chars=60)
+LIMITS = EpisodeLimits(tool_timeout_s=2, tool_memory_mb=256, max_observation_chars=100)
 ROW = {"messages": [{"role": "user", "content": "What is 6 * 7?"}], "answer": "42"}
 
 
@@ -88,9 +88,9 @@ def test_what_the_model_got_wrong_is_an_observation_and_the_episode_goes_on(env,
 
 def test_long_results_are_cut_with_a_note(env):
     env.reset(ROW)
-    [shown] = env.step(call("calculator", expression="2 ** 300")).observation
-    digits = str(2**300)
-    assert shown["content"] == digits[:60] + f"\n[truncated: {len(digits) - 60} more characters]"
+    [shown] = env.step(call("calculator", expression="2 ** 400")).observation
+    digits = str(2**400)  # 121 digits: 67 kept and the note, within the 100 characters
+    assert shown["content"] == digits[:67] + "\n[truncated: 54 more characters]" and len(shown["content"]) <= 100
 
 
 def test_a_turn_may_not_call_without_end():

@@ -25,9 +25,10 @@ import math
 from typing import Any
 
 from trainers.episodes import Message
+from trainers.rollout.environments import bounds
 from trainers.rollout.environments.base import ENVIRONMENTS, Environment, EnvironmentStart, EpisodeLimits, StepResult
 from trainers.rollout.environments.catalog import PythonEnvParams
-from trainers.rollout.environments.tools.sandboxed import EpisodeSandbox, MalformedValue, reply_text
+from trainers.rollout.environments.tools.sandboxed import EpisodeSandbox, reply_text
 
 DISPATCH = "__rollout_env__"
 # Appended to the user's source (after it, so its line numbers stay the user's own). Strings are
@@ -42,7 +43,9 @@ def {dispatch}(method, argument, limit):
 
     def cut(v):
         if isinstance(v, str) and len(v) > limit:
-            return v[:limit] + "\\n[truncated: %d more characters]" % (len(v) - limit)
+            # The note counts in the limit (as bounds.text cuts on the host).
+            keep = max(limit - len("\\n[truncated: %d more characters]" % len(v)), 0)
+            return v[:keep] + "\\n[truncated: %d more characters]" % (len(v) - keep)
         if isinstance(v, (list, tuple)):
             return [cut(x) for x in v]
         if isinstance(v, dict):
@@ -53,7 +56,6 @@ def {dispatch}(method, argument, limit):
 """
 ROLES = ("system", "user", "assistant", "tool")
 MAX_STATE_CHARS = 1000
-NOTE_CHARS = 64  # room for the dispatcher's "[truncated: N more characters]" after a cut text
 
 
 class EnvironmentFailure(RuntimeError):
@@ -140,12 +142,11 @@ class PythonEnvironment(Environment):
         return [{"role": str(m["role"]), "content": self._text(m["content"])} for m in value]
 
     def _text(self, value: str) -> str:
-        """Text from the sandbox, cut to the observation limit (the dispatcher cut it already, with
-        a note, unless it was rebound) and with lone surrogates replaced."""
-        try:
-            return reply_text(value, self.limits.max_observation_chars + NOTE_CHARS, "a message")
-        except MalformedValue as exc:
-            raise ValueError(str(exc)) from None
+        """Text from the sandbox, cut to the observation limit with the note inside it (the dispatcher cut
+        it so already, unless it was rebound) and with lone surrogates replaced."""
+        if type(value) is not str:
+            raise ValueError(f"a message came back as {type(value).__name__}, not text")
+        return bounds.short(value, self.limits.max_observation_chars, "a message")
 
     def close(self) -> None:
         self.sandbox.close()

@@ -5,14 +5,20 @@ studio; standard library only (it runs under `python -I`).
 `run(code, limit)` executes one cell like a notebook: the statements, then the value of a last
 bare expression (its repr, unless None). stdout and stderr are captured, keeping the first
 `limit` characters and counting the rest, so a cell printing megabytes costs a counter, not a
-pipe full of text. An exception, SystemExit included, gives the traceback's last lines,
+pipe full of text. What the cell writes to the descriptors themselves (`os.write(1, ...)`, a
+subprocess) goes to a file of the sandbox's own /tmp for the cell's time and comes back after the
+printed text, its start kept and the rest counted the same way (past the sandbox's file-size limit
+the write fails, and the cell's error says so). An exception, SystemExit included, gives the traceback's last lines,
 returned apart from the output so that the caller can keep its end (the error) whole.
 """
 
 import ast
+import contextlib
 import io
 import linecache
+import os
 import sys
+import tempfile
 import traceback
 
 NAMESPACE = {"__name__": "__main__"}
@@ -45,6 +51,12 @@ def run(code, limit):
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)  # tracebacks show the lines
     out = Capped(limit)
     saved = sys.stdout, sys.stderr
+    kept_fds = os.dup(1), os.dup(2)
+    # The descriptors' output: an unnamed file (never a pipe that fills), open only as fds 1 and 2 while
+    # the cell runs, so the cell's writes to other descriptors cannot land in it.
+    with tempfile.TemporaryFile() as raw:
+        os.dup2(raw.fileno(), 1)
+        os.dup2(raw.fileno(), 2)
     sys.stdout = sys.stderr = out
     error = traceback_text = None
     try:
@@ -63,4 +75,28 @@ def run(code, limit):
         traceback_text = "\n".join(lines[-TRACEBACK_LINES:]) + "\n"
     finally:
         sys.stdout, sys.stderr = saved
+        for stream in (sys.__stdout__, sys.__stderr__):  # their buffers belong to this cell's output
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        raw = os.dup(1)
+        os.dup2(kept_fds[0], 1)
+        os.dup2(kept_fds[1], 2)
+        os.close(kept_fds[0])
+        os.close(kept_fds[1])
+    raw_output(raw, out)
     return {"output": "".join(out.parts), "dropped": out.dropped, "error": error, "traceback": traceback_text}
+
+
+def raw_output(fd, out):
+    """Add what the descriptors got (the file open as `fd`, closed here) to `out`: the start that fits
+    its room (at most 4 bytes a character are read), the rest counted, in bytes, as dropped."""
+    try:
+        size = os.fstat(fd).st_size
+        room = max(out.limit - out.size, 0)
+        if size:
+            os.lseek(fd, 0, os.SEEK_SET)
+            text = os.read(fd, room * 4).decode("utf-8", "replace")[:room]
+            out.write(text)
+            out.dropped += size - len(text.encode("utf-8", "replace"))
+    finally:
+        os.close(fd)

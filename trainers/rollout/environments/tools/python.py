@@ -25,7 +25,7 @@ from trainers.rollout.environments.tools.sandboxed import (
     reply_text,
 )
 
-NOTE_ROOM = 40  # characters kept free for the note saying how much output was cut
+NOTE_ROOM = 48  # characters kept free for the note saying how much output was cut
 RESTARTED = "[the interpreter was stopped: earlier variables and imports are gone]"
 
 
