@@ -9,15 +9,15 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 django_http = get_asgi_application()  # sets up Django before the consumers are imported
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from studio.datasets.uploads import BodySizeGuard, stop_daphne_parsing_forms  # noqa: E402
+from studio.lib.static import StaticFilesHandler  # noqa: E402
 from studio.runs.live.auth import AllowedHostsBrowserOriginValidator, SessionOrTokenAuthMiddleware  # noqa: E402
 from studio.runs.live.routing import websocket_urlpatterns  # noqa: E402
 
 # The studio serves its own static files (a single-command install has no separate web server);
-# at team scale a reverse proxy may serve STATIC_ROOT instead (STUDIO_SERVE_STATIC=0).
-http = ASGIStaticFilesHandler(django_http) if os.environ.get("STUDIO_SERVE_STATIC", "1") != "0" else django_http
+# at team scale a reverse proxy may serve STATIC_ROOT instead (STUDIO_SERVE_STATIC=0). They carry nosniff.
+http = StaticFilesHandler(django_http) if os.environ.get("STUDIO_SERVE_STATIC", "1") != "0" else django_http
 # A body over the upload limit is refused from its Content-Length before Django spools it to disk,
 # and daphne does not parse upload forms on its one thread (Django does, in the view's).
 http = BodySizeGuard(http)

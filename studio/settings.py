@@ -8,6 +8,7 @@ and REDIS_URL; no code changes.
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -51,6 +52,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "channels",
+    "axes",
     "studio.accounts",
     "studio.datasets",
     "studio.rubrics",
@@ -72,6 +74,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks: it turns a lockout into its answer
 ]
 
 # Content-Security-Policy (django-csp): pages run only the studio's own script files (no inline
@@ -214,8 +217,52 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 AUTH_PASSWORD_VALIDATORS = [{"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"}]
+# Sign-in (the page and POST /api/token/) is locked for a username from one address after this many
+# failures in a row, until the cool-off has passed (django-axes; studio.accounts.lockout). A success
+# resets the count. `manage.py axes_reset_username <name>` lifts a lockout at once.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_ENABLED = envbool("STUDIO_LOGIN_LOCKOUT", True)
+AXES_FAILURE_LIMIT = envint("STUDIO_LOGIN_FAILURE_LIMIT", 10)
+if AXES_FAILURE_LIMIT < 1:
+    raise ImproperlyConfigured(f"STUDIO_LOGIN_FAILURE_LIMIT must be at least 1, got {AXES_FAILURE_LIMIT}")
+AXES_COOLOFF_TIME = timedelta(minutes=envfloat("STUDIO_LOGIN_COOLOFF_MINUTES", 15.0))
+if timedelta(0) >= AXES_COOLOFF_TIME:
+    raise ImproperlyConfigured("STUDIO_LOGIN_COOLOFF_MINUTES must be more than 0")
+# Per username and address: a guesser elsewhere cannot lock a user out of their own machine.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "studio.accounts.lockout.lockout_response"
+AXES_DISABLE_ACCESS_LOG = True  # counts failures only: no row written per successful sign-in
+AXES_VERBOSE = False
+
+# --- HTTPS ------------------------------------------------------------------------
+# Behind TLS (at team scale, usually a reverse proxy that terminates it), STUDIO_HTTPS=1 marks cookies
+# Secure, sends HSTS and trusts the proxy's X-Forwarded-Proto. Off by default: a single-machine studio
+# is reached over plain http://localhost. Plain HTTP is redirected only with STUDIO_SSL_REDIRECT=1 (the
+# proxy usually does it, and the launcher's own checks call http://127.0.0.1).
+HTTPS = envbool("STUDIO_HTTPS", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+SECURE_SSL_REDIRECT = envbool("STUDIO_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = envint("STUDIO_HSTS_SECONDS", 31_536_000 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("STUDIO_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if envbool("STUDIO_BEHIND_PROXY", HTTPS) else None
+SESSION_COOKIE_HTTPONLY = True
+SECURE_CONTENT_TYPE_NOSNIFF = True  # Django's default, said here: static files get it too (studio.lib.static)
+
+# Every JSON body is read within these limits (studio.lib.json_limits): larger, deeper, or holding
+# NaN / Infinity / 1e999, it is refused with a 400 that names the limit, before a view sees it.
+JSON_MAX_MB = envint("STUDIO_JSON_MAX_MB", 10)
+JSON_MAX_BYTES = JSON_MAX_MB * 1024 * 1024
+JSON_MAX_DEPTH = envint("STUDIO_JSON_MAX_DEPTH", 64)
+if JSON_MAX_MB < 1 or JSON_MAX_DEPTH < 8:
+    raise ImproperlyConfigured("STUDIO_JSON_MAX_MB must be at least 1 and STUDIO_JSON_MAX_DEPTH at least 8")
 
 REST_FRAMEWORK = {
+    "DEFAULT_PARSER_CLASSES": [
+        "studio.lib.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
@@ -249,7 +296,7 @@ FILE_UPLOAD_HANDLERS = [
     "django.core.files.uploadhandler.MemoryFileUploadHandler",
     "django.core.files.uploadhandler.TemporaryFileUploadHandler",
 ]
-DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = JSON_MAX_BYTES  # a body that is not a file: a form, or JSON read by a page
 FILE_UPLOAD_TEMP_DIR = str(DATA_DIR / "tmp")
 Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)
 
@@ -267,5 +314,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
-    "loggers": {"django.channels.server": {"level": "WARNING"}},
+    # django-axes logs every sign-in at INFO; its lockouts are warnings.
+    "loggers": {"django.channels.server": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }

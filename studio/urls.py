@@ -3,10 +3,10 @@ share one router (its root lists them all at /api/)."""
 
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
-from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
 from studio.accounts.api import TeamViewSet
+from studio.accounts.tokens import obtain_token
 from studio.datasets.api import DatasetViewSet
 from studio.environments.api import EnvironmentViewSet, environment_kinds
 from studio.experiments import catalog
@@ -24,7 +24,7 @@ router.register("runs", RunViewSet, basename="run")
 
 api = [
     path("", include(router.urls)),
-    path("token/", obtain_auth_token, name="api-token"),
+    path("token/", obtain_token, name="api-token"),
     path("presets/", catalog.presets, name="api-presets"),
     path("spec-schema/", catalog.spec_schema, name="api-spec-schema"),
     path("criterion-kinds/", criterion_kinds, name="api-criterion-kinds"),

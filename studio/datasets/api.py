@@ -14,6 +14,7 @@ from studio.datasets.files import PREVIEW_ROWS, DatasetFileError, inspect_datase
 from studio.datasets.models import FORMATS, REFUSED, Dataset
 from studio.datasets.uploads import RefusedUpload
 from studio.lib.fields import StudioModelSerializer
+from studio.lib.parsers import BoundedJSONParser
 from studio.lib.team_api import TeamField, TeamScopedViewSet, delete_unused
 
 PREVIEW_MAX = 200
@@ -137,7 +138,7 @@ class DatasetViewSet(TeamScopedViewSet):
 
     model = Dataset
     serializer_class = DatasetSerializer
-    parser_classes = [JSONParser, MultiPartParser, FormParser]
+    parser_classes = [BoundedJSONParser, MultiPartParser, FormParser]
 
     def perform_destroy(self, instance: Dataset) -> None:
         path, uploaded = instance.path, instance.source == "upload"

@@ -13,7 +13,7 @@ from studio.environments.configs import ConfigError, validate_environment
 from studio.environments.models import Environment, EnvironmentVersion
 from studio.experiments import paths
 from studio.lib.api_schema import error
-from studio.lib.fields import IdField, StudioModelSerializer
+from studio.lib.fields import IdField, JSONField, StudioModelSerializer
 from studio.lib.team_api import TeamField, TeamScopedViewSet
 from trainers.rollout.environments.catalog import ENVIRONMENT_KINDS
 
@@ -74,9 +74,7 @@ class EnvironmentTrySerializer(serializers.Serializer):
     checkpoint = IdField(required=False, help_text="Or a checkpoint id of one of the team's runs.")
     episodes = serializers.IntegerField(default=2, min_value=1, max_value=trying.MAX_EPISODES,
                                         help_text="Episodes per row.")  # fmt: skip
-    config = serializers.JSONField(
-        required=False, help_text="Try this (unsaved) config instead; needs the owner or editor role."
-    )
+    config = JSONField(required=False, help_text="Try this (unsaved) config instead; needs the owner or editor role.")
 
 
 TRY_EPISODES = inline_serializer("EnvironmentTryEpisodes", {

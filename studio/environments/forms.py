@@ -12,6 +12,7 @@ from typing import Any
 
 from studio.accounts import permissions as perms
 from studio.datasets.models import Dataset
+from studio.lib import json_limits
 from studio.lib.schema_form import FormField, fields_for, read_fields
 from studio.rubrics.forms import dataset_row
 from trainers.rollout.environments.catalog import ENVIRONMENT_KINDS, TOOL_KINDS, tool_example
@@ -157,8 +158,8 @@ def trial_rows(trial: dict[str, str], post, user) -> list[dict[str, Any]]:
     if not trial["prompt"].strip():
         raise ValueError("type a prompt (or pick a dataset row)")
     try:
-        fields = json.loads(trial["fields"] or "{}")
-    except json.JSONDecodeError as exc:
+        fields = json_limits.loads(trial["fields"] or "{}")
+    except ValueError as exc:  # not JSON, or past a limit of studio.lib.json_limits
         raise ValueError(f"extra fields: not valid JSON ({exc})") from None
     if not isinstance(fields, dict):
         raise ValueError('extra fields: a JSON object, like {"difficulty": 2}')

@@ -25,7 +25,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import serializers, status
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, NotFound
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -37,8 +37,9 @@ from studio.experiments.models import Experiment
 from studio.ingest import items, services
 from studio.ingest.models import RunToken
 from studio.lib.api_schema import ErrorSerializer, error, id_parameter
-from studio.lib.fields import IdField
+from studio.lib.fields import FiniteDictField, IdField
 from studio.lib.params import as_id
+from studio.lib.parsers import BoundedJSONParser
 from studio.runs.api import RunSerializer
 from studio.runs.models import Run
 
@@ -104,7 +105,7 @@ class NewRunIn(serializers.Serializer):
     )
     name = serializers.CharField(max_length=200)
     source = serializers.ChoiceField(choices=items.EXTERNAL_SOURCES, default="api")
-    settings = serializers.DictField(required=False, default=dict, help_text="The trainer's settings.")
+    settings = FiniteDictField(required=False, default=dict, help_text="The trainer's settings.")
     criteria = serializers.ListField(child=serializers.CharField(max_length=64), required=False, default=list,
                                      max_length=64, help_text="The names of its reward criteria.")  # fmt: skip
     total_steps = serializers.IntegerField(required=False, default=0, min_value=0, max_value=items.MAX_STEP)
@@ -253,7 +254,8 @@ class VerlUploadIn(serializers.Serializer):
 class VerlUploadView(APIView):
     permission_classes = [IsAuthenticated]
     error_responses = NO_TEAM
-    parser_classes = [MultiPartParser, JSONParser]  # JSON carries no file: answered 400, after the role is checked
+    # JSON carries no file: answered 400, after the role is checked
+    parser_classes = [MultiPartParser, BoundedJSONParser]
 
     @extend_schema(request={"multipart/form-data": VerlUploadIn}, responses={201: inline_serializer("VerlImport", {
         "run": RunSerializer(),

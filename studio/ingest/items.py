@@ -23,6 +23,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from studio.lib.fields import FiniteDictField, JSONField
 from studio.runs.models import SPLITS
 from trainers.report import CriterionScore, Rollout
 
@@ -88,8 +89,8 @@ class ScoreField(serializers.Field):
 
 
 class RolloutIn(serializers.Serializer):
-    prompt = serializers.JSONField(help_text="Text, or a list of chat messages ({role, content}).")
-    completion = serializers.JSONField(help_text="Text, or a list of chat messages ({role, content}).")
+    prompt = JSONField(help_text="Text, or a list of chat messages ({role, content}).")
+    completion = JSONField(help_text="Text, or a list of chat messages ({role, content}).")
     reward = serializers.FloatField(validators=[finite])
     scores = serializers.DictField(child=ScoreField(), required=False, default=dict,
                                    help_text="{criterion: number | null | {score, explanation, error}}.")  # fmt: skip
@@ -121,7 +122,7 @@ class RolloutIn(serializers.Serializer):
 
 class ToolCallIn(serializers.Serializer):
     name = serializers.CharField(max_length=200)
-    arguments = serializers.DictField(required=False, default=dict)
+    arguments = FiniteDictField(required=False, default=dict)
     result = serializers.CharField(
         required=False, default="", allow_blank=True, max_length=MAX_TEXT, trim_whitespace=False
     )
@@ -135,7 +136,7 @@ class TurnIn(serializers.Serializer):
     num_tokens = serializers.IntegerField(required=False, default=0, min_value=0, max_value=MAX_STEP)
     finish_reason = serializers.ChoiceField(choices=FINISH_REASONS, required=False, default="stop")
     tool_calls = ToolCallIn(many=True, required=False, default=list)
-    observation = serializers.JSONField(required=False, default=list,
+    observation = JSONField(required=False, default=list,
                                         help_text="What followed the turn (tool results, a user's reply): chat messages.")  # fmt: skip
     observation_tokens = serializers.IntegerField(required=False, default=0, min_value=0, max_value=MAX_STEP)
     reward = serializers.FloatField(required=False, default=0.0, validators=[finite])
@@ -148,7 +149,7 @@ class TurnIn(serializers.Serializer):
 
 
 class EpisodeIn(RolloutIn):
-    completion = serializers.JSONField(required=False, help_text="Default: the last turn's text.")
+    completion = JSONField(required=False, help_text="Default: the last turn's text.")
     turns = TurnIn(many=True, help_text="The model's turns, each with what followed it.")
     end_reason = serializers.ChoiceField(choices=END_REASONS, required=False, default="done")
 
@@ -204,7 +205,7 @@ class LogItem(serializers.Serializer):
 
 class SettingsItem(serializers.Serializer):
     kind = serializers.ChoiceField(choices=["settings"])
-    settings = serializers.DictField(help_text="The trainer's settings, shown and compared as the run's settings.")
+    settings = FiniteDictField(help_text="The trainer's settings, shown and compared as the run's settings.")
     criteria = serializers.ListField(child=serializers.CharField(max_length=64), required=False, max_length=64)
     total_steps = serializers.IntegerField(required=False, min_value=0, max_value=MAX_STEP)
 

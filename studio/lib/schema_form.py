@@ -9,11 +9,13 @@ free string but that the trainer checks against a catalog get that catalog as ch
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from studio.lib import json_limits
 from trainers.algorithms.catalog import (
     ADVANTAGE_ESTIMATORS,
     KL_ESTIMATORS,
@@ -122,8 +124,8 @@ def normalized(kind: str, text: str) -> str:
         return "\n".join(line.strip() for line in text.splitlines() if line.strip())
     if kind == "json" and text:
         try:
-            return json.dumps(json.loads(text), sort_keys=True)
-        except json.JSONDecodeError:
+            return json.dumps(json_limits.loads(text), sort_keys=True)
+        except ValueError:
             return text
     return text
 
@@ -257,14 +259,19 @@ def _parse(f: FormField, raw: str, present: bool) -> Any:
             raise ValueError(f"must be a whole number, got {raw!r}") from None
     if f.kind == "number":
         try:
-            return float(raw)
+            number = float(raw)
         except ValueError:
             raise ValueError(f"must be a number, got {raw!r}") from None
+        if not math.isfinite(number):  # float() reads "inf" and "nan": no JSON column stores them
+            raise ValueError(f"must be a finite number, got {raw!r}")
+        return number
     if f.kind == "list":
         return [line.strip() for line in raw.splitlines() if line.strip()]
     if f.kind == "json":
         try:
-            return json.loads(raw)
+            return json_limits.loads(raw)
+        except json_limits.JSONLimitError as exc:
+            raise ValueError(str(exc)) from None
         except json.JSONDecodeError as exc:
             if f.shorthand is not None:
                 return f.shorthand(raw)

@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from studio.accounts import permissions as perms
 from studio.experiments import paths
 from studio.lib.api_schema import error
-from studio.lib.fields import StudioModelSerializer
+from studio.lib.fields import JSONField, StudioModelSerializer
 from studio.lib.team_api import TeamField, TeamScopedViewSet
 from studio.rubrics.models import Rubric
 from studio.rubrics.scoring import TryError, rubric_warnings, spec_to_try, try_rubric, validate_rubric
@@ -52,7 +52,7 @@ class RubricSerializer(StudioModelSerializer):
 
 class RubricTrySerializer(serializers.Serializer):
     pairs = serializers.ListField(child=serializers.DictField(), help_text="[{prompt, completion, answer?, ...}]")
-    spec = serializers.JSONField(
+    spec = JSONField(
         required=False, help_text="Score with this (unsaved) rubric instead; needs the owner or editor role."
     )
 

@@ -3,13 +3,13 @@ POST, and the "try it" pairs (typed, or a dataset row)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from studio.accounts import permissions as perms
 from studio.datasets.files import iter_rows
 from studio.datasets.models import Dataset
+from studio.lib import json_limits
 from studio.lib.schema_form import fields_for, read_fields
 from trainers.rewards.catalog import CRITERION_KINDS
 
@@ -74,8 +74,8 @@ def trial_pairs(trial: dict[str, str], post, user) -> list[dict[str, Any]]:
     if not completions:
         raise ValueError("type at least one completion (separate several with a line of ---)")
     try:
-        fields = json.loads(trial["fields"] or "{}")
-    except json.JSONDecodeError as exc:
+        fields = json_limits.loads(trial["fields"] or "{}")
+    except ValueError as exc:  # not JSON, or past a limit of studio.lib.json_limits
         raise ValueError(f"extra fields: not valid JSON ({exc})") from None
     if not isinstance(fields, dict):
         raise ValueError('extra fields: must be a JSON object, like {"level": 3}')

@@ -19,6 +19,7 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Q, QuerySet, TextField
 from django.db.models.functions import Cast, Left
 
+from studio.lib import json_limits
 from studio.lib.params import QueryError, flag_param, number_param
 from studio.runs import episodes
 from studio.runs.models import TRAIN_SPLIT, VALIDATION_SPLIT, Rollout, RolloutScore, RunPrompt
@@ -67,7 +68,7 @@ def encode_cursor(value: Any, pk: int) -> str:
 
 def decode_cursor(raw: str) -> tuple[Any, int]:
     try:
-        value, pk = json.loads(base64.urlsafe_b64decode(raw.encode()))
+        value, pk = json_limits.loads(base64.urlsafe_b64decode(raw.encode()))
         pk = int(pk)
     except (ValueError, TypeError):
         raise QueryError("cursor", "not a cursor this endpoint gave out") from None

@@ -65,7 +65,7 @@ class ShareLinkOut(serializers.Serializer):
     id = serializers.IntegerField()
     run = serializers.IntegerField()
     label = serializers.CharField(allow_blank=True)
-    url = serializers.CharField(help_text="The page the link opens.")
+    url = serializers.CharField(allow_null=True, help_text="The page the link opens; null once revoked.")
     token = serializers.CharField(allow_null=True, help_text="null once revoked.")
     created_by = serializers.CharField()
     created = serializers.DateTimeField()

@@ -111,7 +111,7 @@ class ShareLink(models.Model):
             "id": self.pk,
             "run": self.run_id,
             "label": self.label,
-            "url": self.path,
+            "url": None if self.revoked else self.path,  # the path holds the token: gone with it
             "token": None if self.revoked else self.token,
             "created_by": self.created_by.get_username() if self.created_by else "(deleted user)",
             "created": self.created.isoformat(),

@@ -34,6 +34,7 @@ from django.conf import settings
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from studio.lib import json_limits
 from studio.runs.access import viewable_run
 from studio.runs.events import group_name
 from studio.runs.live.groups import user_group
@@ -121,6 +122,16 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
                 await self.channel_layer.send(self.channel_name, {"type": "live.rejoin"})
             except LAYER_ERRORS:
                 continue
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
+        """A client's message, read within the JSON limits (studio.lib.json_limits): one that is not
+        JSON, or past a limit, is answered with why and the socket stays open."""
+        try:
+            content = json_limits.loads(text_data or "")
+        except ValueError as exc:
+            await self.send_json({"kind": "error", "detail": f"not a message the studio reads: {exc}"})
+            return
+        await self.receive_json(content)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if isinstance(content, dict) and content.get("kind") == "ping":

@@ -70,6 +70,16 @@ def test_a_revoked_link_stops_working_at_once(api, alice, run):
     assert anonymous.get(f"/share/{link.token}/").status_code == 404
 
 
+def test_a_revoked_links_record_no_longer_carries_its_token_anywhere(api, alice, run):
+    link = ShareLink.objects.create(run=run, created_by=alice)
+    api.force_authenticate(alice)
+    revoked = api.post(f"/api/share-links/{link.pk}/revoke/").json()
+    assert (revoked["url"], revoked["token"]) == (None, None)
+    listed = api.get(links_url(run)).json()["results"]
+    assert [(r["id"], r["url"], r["token"]) for r in listed] == [(link.pk, None, None)]
+    assert link.token not in api.get(links_url(run)).content.decode()
+
+
 def _socket(run, token=None, user=None):
     path = f"/ws/runs/{run.pk}/" + (f"?share={token}" if token else "")
     communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
