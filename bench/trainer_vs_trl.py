@@ -228,12 +228,13 @@ def run_ours(job: dict) -> dict:
         for _ in range(job["steps"]):
             t0, c0 = time.perf_counter(), time.process_time()
             gen_cpu[0] = 0.0
-            metrics = trainer.step() | {"cpu/generate_s": gen_cpu[0]}
+            record = trainer.step()
+            metrics = record.metrics | {"cpu/generate_s": gen_cpu[0]}
             if cuda:
                 torch.cuda.synchronize()
             times.append((time.perf_counter() - t0, time.process_time() - c0))
             phases.append({k: metrics.get(k, float("nan")) for k in PHASES})
-            episodes = [ep for grp in trainer.last_groups for ep in grp.episodes]
+            episodes = [ep for grp in record.generated for ep in grp.episodes]
             lengths.append([len(ep.completion_ids) for ep in episodes])
             if not prompts:  # the first step's prompts, as token ids (compared with TRL's)
                 prompts = sorted({tuple(ep.prompt_ids) for ep in episodes})

@@ -1,7 +1,7 @@
 """Whether a run's scoring worked: its criterion errors, tallied once when it ends.
 
 A criterion that raises (or times out, or is not run) scores 0 on that rollout. The trainer warns at
-the first step of a streak of such failures (trainers.run.loop.FailureWatch) and, when the experiment
+the first step of a streak of such failures (trainers.run.failure_watch.FailureWatch) and, when the experiment
 says so, stops the run; by default it goes on, and a run whose only criterion failed on every rollout
 would end "succeeded" with a reward of 0 and a warning about its first step. So when a run ends,
 `lifecycle.finish` counts, per criterion, the rollouts whose score carries an error (`tally`), keeps

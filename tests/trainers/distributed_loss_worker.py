@@ -59,11 +59,11 @@ def main(spec_path: str, out_dir: str) -> None:
         batch = None
         if mine:
             batch = TokenBatch.build([PROMPT] * len(mine), [COMPLETIONS[i] for i in mine],
-                                     pad_id=trainer.pad_id, device=trainer.device)  # fmt: skip
+                                     pad_id=trainer.lockstep.pad_id, device=trainer.device)  # fmt: skip
         if trainer.reference is not None:  # (a LoRA run's: the policy with its adapters off, sharded with it)
             with trainer.reference.context():
-                trainer._frozen_logprobs(trainer.reference.model, batch)
-        logp = trainer._frozen_logprobs(trainer.model, batch)
+                trainer.update.frozen(trainer.reference.model, batch)[0]
+        logp = trainer.update.frozen(trainer.model, batch)[0]
         out[f"logprobs/{split}"] = {i: logp[k, : len(COMPLETIONS[i])].clone() for k, i in enumerate(mine)}
         for mode in MODES:
             trainer.spec.algorithm.loss_agg_mode = mode
@@ -71,9 +71,9 @@ def main(spec_path: str, out_dir: str) -> None:
             if batch is not None:
                 mask = batch.completion_mask
                 advantages = torch.tensor([ADVANTAGES[i] for i in mine], device=trainer.device)[:, None] * mask
-                trainer._optimise(batch, mask, advantages, None, None, None)
+                trainer.update.optimise(batch, mask, advantages, None, None, None)
             else:
-                trainer._join_pass_without_data()
+                trainer.update.optimise.join_without_data()
             out[f"{mode}/{split}"] = dict(captured)
     out["export"] = {name: t.clone() for name, t in export_weights(trainer.model)}  # every process gathers
     torch.save(out, Path(out_dir) / f"grads-world{world}-rank{rank}.pt")

@@ -1,7 +1,7 @@
 """One process of the exact-loss check of the step-level objectives (test_selection_distributed.py),
 under torchrun or alone for the reference: the trainer's optimisation pass on a fixed batch with
 forking tokens + KL-Cov + guidance, then with Clip-Cov, its selections made over every process
-(trainers.run.selection). Saves the gradient each pass steps with and the selection's metrics.
+(trainers.update.selection). Saves the gradient each pass steps with and the selection's metrics.
 
 The batch's rows carry their index in the whole batch as row id (Clip-Cov's random keys), and the
 old logprobs are the current ones less a fixed offset per row and column, so KL-Cov's |log ratio|
@@ -12,13 +12,12 @@ from pathlib import Path
 
 import torch
 
-from trainers.algorithms.policy_losses import POLICY_LOSSES
 from trainers.report import MemoryReporter
 from trainers.run.loop import Trainer
-from trainers.run.selection import StepSelector
 from trainers.scale.sharding import full_tensor
 from trainers.spec import RunSpec
 from trainers.update.batches import TokenBatch
+from trainers.update.policy_update import PolicyUpdate
 
 from .distributed_loss_worker import ADVANTAGES, COMPLETIONS, PROMPT, rows_of
 
@@ -47,20 +46,21 @@ def main(spec_path: str, out_dir: str) -> None:
     out = {}
     for case, values in CASES.items():
         algo = trainer.spec.algorithm.model_copy(update={"loss_agg_mode": "token-mean", **values})
-        trainer.spec = trainer.spec.model_copy(update={"algorithm": algo})
-        trainer.selector = StepSelector(algo, trainer.dist, trainer.device, spec.optim.seed)
-        trainer.policy_loss_fn = POLICY_LOSSES.get(algo.policy_loss)
+        case_spec = trainer.spec.model_copy(update={"algorithm": algo})
+        update = PolicyUpdate(case_spec, trainer.model, None, trainer.optimizer, dist=trainer.dist,
+                              lockstep=trainer.lockstep)  # fmt: skip
+        pad_id = trainer.lockstep.pad_id
         for split in ("shard", "filtered"):
             mine = rows_of(split, rank, world)
             guide = [i for i in range(len(SOLUTIONS)) if i in mine] if algo.guidance_coef > 0 else []
             batch = guidance = None
             if mine:
                 batch = TokenBatch.build([PROMPT] * len(mine), [COMPLETIONS[i] for i in mine],
-                                         pad_id=trainer.pad_id, device=trainer.device)  # fmt: skip
+                                         pad_id=pad_id, device=trainer.device)  # fmt: skip
             if guide:
                 guidance = TokenBatch.build([PROMPT] * len(guide), [SOLUTIONS[i] for i in guide],
-                                            pad_id=trainer.pad_id, device=trainer.device)  # fmt: skip
-            logp, trainer.old_entropy = trainer._frozen_logprobs_and_entropy(trainer.model, batch, True)
+                                            pad_id=pad_id, device=trainer.device)  # fmt: skip
+            logp, old_entropy = update.frozen(trainer.model, batch, True)
             if logp is not None:
                 out.setdefault(
                     f"logprobs/{split}", {i: logp[k, : len(COMPLETIONS[i])].clone() for k, i in enumerate(mine)}
@@ -74,14 +74,14 @@ def main(spec_path: str, out_dir: str) -> None:
                 rows = torch.tensor(mine, dtype=torch.float32, device=trainer.device)[:, None]
                 columns = torch.arange(mask.shape[1], device=trainer.device, dtype=torch.float32)[None]
                 old_logp = logp - 0.01 * (rows + 1) * (columns - 2)  # a fixed log-ratio per row and column
-                selected = trainer._select(batch, mask, advantages, 0, old_logp, torch.tensor(mine))
-                metrics = trainer._optimise(
+                selected = update.select(batch, mask, advantages, 0, 0, old_logp, old_entropy, torch.tensor(mine))
+                metrics = update.optimise(
                     batch, mask, advantages, old_logp, None, None, selected=selected, guidance=guidance
                 )
                 out[f"metrics/{case}/{split}"] = metrics | selected.metrics
             else:
-                trainer._select(None, None, None, 0)
-                trainer._join_pass_without_data()
+                update.select(None, None, None, 0, 0)
+                update.optimise.join_without_data()
             out[f"{case}/{split}"] = dict(captured)
     torch.save(out, Path(out_dir) / f"grads-world{world}-rank{rank}.pt")
     trainer.close()

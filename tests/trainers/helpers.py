@@ -2,6 +2,8 @@
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +115,51 @@ def save_the_old_way(trainer, final: bool = False):
     }
     torch.save(state, folder / STATE_FILE)
     return folder
+
+
+@contextmanager
+def kept_gradients() -> Iterator[dict[str, Any]]:
+    """Inside the block an optimisation pass (trainers.update.passes) keeps its accumulated gradients in the
+    dict yielded ("grads": one tensor per parameter with a gradient, in order) instead of stepping: the
+    weights stay, so each pass starts from the same model."""
+    from trainers.update import passes  # torch
+
+    kept: dict[str, Any] = {}
+
+    def keep(model, optimizer, max_grad_norm) -> float:
+        kept["grads"] = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+        optimizer.zero_grad(set_to_none=True)
+        return 0.0
+
+    apply_gradients, passes.apply_gradients = passes.apply_gradients, keep
+    try:
+        yield kept
+    finally:
+        passes.apply_gradients = apply_gradients
+
+
+def update_parts(spec: RunSpec):
+    """A policy update built alone, as a run builds it, on one process without a trainer: (PolicyUpdate,
+    model, tokenizer). For tests of a step's stages that need no engine, rubric or data."""
+    import torch  # the parts' own imports need torch
+
+    from trainers.models.loading import default_device, load_policy, load_reference
+    from trainers.scale.distributed import dist_info
+    from trainers.update.lockstep import Lockstep
+    from trainers.update.logprobs import chunk_tokens_for
+    from trainers.update.micro_batching import MicroBatching
+    from trainers.update.optimizer import make_optimizer
+    from trainers.update.policy_update import PolicyUpdate
+
+    torch.manual_seed(spec.optim.seed)
+    device = default_device()
+    model, tokenizer = load_policy(spec.model, device)
+    reference = load_reference(spec.model, model, spec.algorithm.kl_beta)
+    lockstep = Lockstep(
+        sharded=False, dist=dist_info(), device=device, pad_id=tokenizer.pad_token_id, precision=spec.optim.precision,
+        chunk_tokens=chunk_tokens_for(model, spec.optim.logprob_chunk_mib),
+        pack_tokens=MicroBatching.of(spec.optim).pack_tokens,
+    )  # fmt: skip
+    update = PolicyUpdate(spec, model, reference, make_optimizer(model, spec.optim), dist=lockstep.dist,
+                          lockstep=lockstep)  # fmt: skip
+    return update, model, tokenizer

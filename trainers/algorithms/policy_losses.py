@@ -25,6 +25,7 @@ are computed under `no_grad` as token means over valid tokens.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -82,6 +83,52 @@ PolicyLossFn = Callable[..., PolicyLossOutput]
 POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss")
 
 
+@dataclass(frozen=True)
+class Clip:
+    """The clip settings every loss is given: the ratio is clipped to [1 - low, 1 + high]; `dual_c` caps
+    a negative-advantage token's loss (None: off)."""
+
+    low: float
+    high: float
+    dual_c: float | None
+
+
+# A loss's per-token form: (logp, old_logp, advantages zeroed off the mask, mask, clip, selection) ->
+# ((B, T) per-token loss, diagnostics with a placeholder loss).
+TokenLoss = Callable[[Tensor, Tensor, Tensor, Tensor, Clip, TokenSelection | None], tuple[Tensor, PolicyLossOutput]]
+
+
+def policy_loss(name: str) -> Callable[[TokenLoss], PolicyLossFn]:
+    """Registers a loss written per token under `name`, with the one signature of every entry: its
+    advantages zeroed off the mask, its per-token loss times the importance-sampling weights (if any),
+    then aggregated by `loss_agg_mode`. The entry keeps the per-token function's name and docstring."""
+
+    def register(token_loss: TokenLoss) -> PolicyLossFn:
+        @functools.wraps(token_loss)
+        def loss(
+            logp: Tensor,
+            old_logp: Tensor,
+            advantages: Tensor,
+            mask: Tensor,
+            *,
+            clip_ratio_low: float,
+            clip_ratio_high: float,
+            dual_clip_c: float | None,
+            loss_agg_mode: str,
+            loss_agg_norm: int | None,
+            is_weights: Tensor | None = None,
+            selection: TokenSelection | None = None,
+        ) -> PolicyLossOutput:
+            clip = Clip(clip_ratio_low, clip_ratio_high, dual_clip_c)
+            pg_loss, out = token_loss(logp, old_logp, zero_masked(advantages, mask), mask, clip, selection)
+            weighted = _weighted(pg_loss, is_weights, mask)
+            return replace(out, loss=aggregate_loss(weighted, mask, loss_agg_mode, loss_agg_norm))
+
+        return POLICY_LOSSES.register(name)(loss)
+
+    return register
+
+
 def _clipped_diagnostics(
     ratio: Tensor, advantages: Tensor, mask: Tensor, low: float, high: float
 ) -> tuple[Tensor, Tensor]:
@@ -105,21 +152,26 @@ def _weighted(pg_loss: Tensor, is_weights: Tensor | None, mask: Tensor) -> Tenso
     return pg_loss * zero_masked(is_weights.detach(), mask)
 
 
-@POLICY_LOSSES.register("ppo_clip")
+def _log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    """(B, T) log pi_theta - log pi_old, 0 off the mask, bounded to +-LOG_RATIO_BOUND."""
+    return zero_masked(logp - old_logp, mask).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
+
+
+def _clipped_surrogate(ratio: Tensor, advantages: Tensor, clip: Clip) -> Tensor:
+    """(B, T) PPO's clipped surrogate to minimise: max(-A * ratio, -A * clip(ratio, 1 - low, 1 + high))."""
+    return torch.maximum(-advantages * ratio, -advantages * ratio.clamp(1 - clip.low, 1 + clip.high))
+
+
+def _unclipped_output(pg_loss: Tensor, log_ratio: Tensor, mask: Tensor) -> tuple[Tensor, PolicyLossOutput]:
+    """A loss without a clip: its diagnostics say nothing was clipped."""
+    zero = torch.zeros((), device=pg_loss.device)
+    return pg_loss, PolicyLossOutput(zero, zero, zero, zero, *_ratio_diagnostics(log_ratio, mask))
+
+
+@policy_loss("ppo_clip")
 def ppo_clip_loss(
-    logp: Tensor,
-    old_logp: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    *,
-    clip_ratio_low: float,
-    clip_ratio_high: float,
-    dual_clip_c: float | None,
-    loss_agg_mode: str,
-    loss_agg_norm: int | None,
-    is_weights: Tensor | None = None,
-    selection: TokenSelection | None = None,
-) -> PolicyLossOutput:
+    logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, clip: Clip, selection: TokenSelection | None
+) -> tuple[Tensor, PolicyLossOutput]:
     """PPO clipped surrogate, per token: max(-A * ratio, -A * clip(ratio, 1 - low, 1 + high)).
 
     PPO (arXiv:1707.06347, eq. 7) with decoupled bounds, "clip-higher" (DAPO,
@@ -127,48 +179,26 @@ def ppo_clip_loss(
     token is also capped at -A * c, so a huge ratio cannot blow it up (Dual-clip PPO,
     arXiv:1912.09729, eq. 5; as verl's `clip_ratio_c`).
     """
-    pg_loss, out = _ppo_clip_tokens(logp, old_logp, advantages, mask, clip_ratio_low, clip_ratio_high, dual_clip_c)
-    return replace(out, loss=aggregate_loss(_weighted(pg_loss, is_weights, mask), mask, loss_agg_mode, loss_agg_norm))
-
-
-def _ppo_clip_tokens(
-    logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, low: float, high: float, dual_clip_c: float | None
-) -> tuple[Tensor, PolicyLossOutput]:
-    """`ppo_clip`'s (B, T) per-token loss, and its diagnostics (with a placeholder loss)."""
-    advantages = zero_masked(advantages, mask)  # (B, T)
-    log_ratio = zero_masked(logp - old_logp, mask).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)  # (B, T)
+    log_ratio = _log_ratio(logp, old_logp, mask)  # (B, T)
     ratio = log_ratio.exp()
-    pg_loss_unclipped = -advantages * ratio
-    pg_loss_clipped = -advantages * ratio.clamp(1 - low, 1 + high)
-    pg_loss = torch.maximum(pg_loss_unclipped, pg_loss_clipped)  # (B, T)
+    pg_loss = _clipped_surrogate(ratio, advantages, clip)  # (B, T)
     dual_clip_frac = torch.zeros((), device=logp.device)
-    if dual_clip_c is not None:
-        pg_loss_dual = -advantages * dual_clip_c
+    if clip.dual_c is not None:
+        pg_loss_dual = -advantages * clip.dual_c
         pg_loss = torch.where(advantages < 0, torch.minimum(pg_loss, pg_loss_dual), pg_loss)
         with torch.no_grad():
-            dual_clip_frac = masked_mean(((advantages < 0) & (ratio > dual_clip_c)).float(), mask)
-    clip_frac_low, clip_frac_high = _clipped_diagnostics(ratio, advantages, mask, low, high)
+            dual_clip_frac = masked_mean(((advantages < 0) & (ratio > clip.dual_c)).float(), mask)
+    clip_frac_low, clip_frac_high = _clipped_diagnostics(ratio, advantages, mask, clip.low, clip.high)
     diagnostics = PolicyLossOutput(
         pg_loss.new_zeros(()), clip_frac_low, clip_frac_high, dual_clip_frac, *_ratio_diagnostics(log_ratio, mask)
     )
     return pg_loss, diagnostics
 
 
-@POLICY_LOSSES.register("gspo")
+@policy_loss("gspo")
 def gspo_loss(
-    logp: Tensor,
-    old_logp: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    *,
-    clip_ratio_low: float,
-    clip_ratio_high: float,
-    dual_clip_c: float | None,
-    loss_agg_mode: str,
-    loss_agg_norm: int | None,
-    is_weights: Tensor | None = None,
-    selection: TokenSelection | None = None,
-) -> PolicyLossOutput:
+    logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, clip: Clip, selection: TokenSelection | None
+) -> tuple[Tensor, PolicyLossOutput]:
     """GSPO: the PPO clip applied to one length-normalised ratio per sequence.
 
     s_i = exp(mean_t(logp - old_logp)) = (pi_theta(y_i) / pi_old(y_i))^(1/|y_i|), used in the
@@ -179,74 +209,42 @@ def gspo_loss(
     Unlike verl, `loss_agg_mode` is honoured rather than forced. `dual_clip_c` is not used:
     the paper's clip range is already tight (3e-4 / 4e-4).
     """
-    advantages = zero_masked(advantages, mask)  # (B, T)
-    log_ratio = zero_masked(logp - old_logp, mask)  # (B, T)
+    log_ratio = zero_masked(logp - old_logp, mask)  # (B, T); unbounded: the sequence mean is bounded below
     seq_log_ratio = masked_mean(log_ratio, mask, dim=-1)  # (B,) log s_i
     logp_valid = zero_masked(logp, mask)
     log_seq_ratio = logp_valid - logp_valid.detach() + seq_log_ratio.detach().unsqueeze(-1)  # (B, T) log s_i,t
     seq_ratio = zero_masked(log_seq_ratio.clamp(max=GSPO_LOG_RATIO_MAX).exp(), mask)
-    pg_loss_unclipped = -advantages * seq_ratio
-    pg_loss_clipped = -advantages * seq_ratio.clamp(1 - clip_ratio_low, 1 + clip_ratio_high)
-    pg_loss = torch.maximum(pg_loss_unclipped, pg_loss_clipped)  # (B, T)
-    loss = aggregate_loss(_weighted(pg_loss, is_weights, mask), mask, loss_agg_mode, loss_agg_norm)
-    clip_frac_low, clip_frac_high = _clipped_diagnostics(seq_ratio, advantages, mask, clip_ratio_low, clip_ratio_high)
+    pg_loss = _clipped_surrogate(seq_ratio, advantages, clip)  # (B, T)
+    clip_frac_low, clip_frac_high = _clipped_diagnostics(seq_ratio, advantages, mask, clip.low, clip.high)
     ppo_kl, _ = _ratio_diagnostics(log_ratio, mask)
     with torch.no_grad():
         ratio_mean = masked_mean(seq_ratio, mask)
-    return PolicyLossOutput(
-        loss, clip_frac_low, clip_frac_high, torch.zeros((), device=logp.device), ppo_kl, ratio_mean
-    )
+    zero = torch.zeros((), device=logp.device)
+    return pg_loss, PolicyLossOutput(zero, clip_frac_low, clip_frac_high, zero, ppo_kl, ratio_mean)
 
 
-@POLICY_LOSSES.register("vanilla_pg")
+@policy_loss("vanilla_pg")
 def vanilla_pg_loss(
-    logp: Tensor,
-    old_logp: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    *,
-    clip_ratio_low: float,
-    clip_ratio_high: float,
-    dual_clip_c: float | None,
-    loss_agg_mode: str,
-    loss_agg_norm: int | None,
-    is_weights: Tensor | None = None,
-    selection: TokenSelection | None = None,
-) -> PolicyLossOutput:
+    logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, clip: Clip, selection: TokenSelection | None
+) -> tuple[Tensor, PolicyLossOutput]:
     """REINFORCE: -A * log pi_theta per token, no ratio, no clip (Williams 1992).
 
     On-policy its gradient equals PPO's; it is the plain reference the others are checked
     against. `old_logp` only feeds the diagnostics; the clip settings are not used.
     """
-    advantages = zero_masked(advantages, mask)  # (B, T)
-    pg_loss = -advantages * zero_masked(logp, mask)  # (B, T)
-    loss = aggregate_loss(_weighted(pg_loss, is_weights, mask), mask, loss_agg_mode, loss_agg_norm)
-    log_ratio = zero_masked(logp - old_logp, mask).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
-    zero = torch.zeros((), device=logp.device)
-    return PolicyLossOutput(loss, zero, zero, zero, *_ratio_diagnostics(log_ratio, mask))
+    return _unclipped_output(-advantages * zero_masked(logp, mask), _log_ratio(logp, old_logp, mask), mask)
 
 
 def _needs_selection(name: str, selection: TokenSelection | None) -> TokenSelection:
     if selection is None:
-        raise ValueError(f"policy loss {name!r} needs the step's token selection (trainers.run.selection)")
+        raise ValueError(f"policy loss {name!r} needs the step's token selection (trainers.update.selection)")
     return selection
 
 
-@POLICY_LOSSES.register("clip_cov")
+@policy_loss("clip_cov")
 def clip_cov_loss(
-    logp: Tensor,
-    old_logp: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    *,
-    clip_ratio_low: float,
-    clip_ratio_high: float,
-    dual_clip_c: float | None,
-    loss_agg_mode: str,
-    loss_agg_norm: int | None,
-    is_weights: Tensor | None = None,
-    selection: TokenSelection | None = None,
-) -> PolicyLossOutput:
+    logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, clip: Clip, selection: TokenSelection | None
+) -> tuple[Tensor, PolicyLossOutput]:
     """Clip-Cov: `ppo_clip` with the loss of the selected tokens set to 0 (no gradient); they still
     count in the aggregation's denominator, as the reference's `corr` mask.
 
@@ -258,26 +256,15 @@ def clip_cov_loss(
     cut by the selection is the selection's metric (`actor/cov_selected_frac`).
     """
     cut = _needs_selection("clip_cov", selection).selected
-    pg_loss, out = _ppo_clip_tokens(logp, old_logp, advantages, mask, clip_ratio_low, clip_ratio_high, dual_clip_c)
-    pg_loss = torch.where(cut, torch.zeros_like(pg_loss), pg_loss)
-    return replace(out, loss=aggregate_loss(_weighted(pg_loss, is_weights, mask), mask, loss_agg_mode, loss_agg_norm))
+    # ppo_clip's per-token form (functools.wraps keeps it as __wrapped__), before the shared tail.
+    pg_loss, out = ppo_clip_loss.__wrapped__(logp, old_logp, advantages, mask, clip, selection)
+    return torch.where(cut, torch.zeros_like(pg_loss), pg_loss), out
 
 
-@POLICY_LOSSES.register("kl_cov")
+@policy_loss("kl_cov")
 def kl_cov_loss(
-    logp: Tensor,
-    old_logp: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    *,
-    clip_ratio_low: float,
-    clip_ratio_high: float,
-    dual_clip_c: float | None,
-    loss_agg_mode: str,
-    loss_agg_norm: int | None,
-    is_weights: Tensor | None = None,
-    selection: TokenSelection | None = None,
-) -> PolicyLossOutput:
+    logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, clip: Clip, selection: TokenSelection | None
+) -> tuple[Tensor, PolicyLossOutput]:
     """KL-Cov: -A * ratio on every token (no clip), plus beta * |log pi - log pi_old| on the selected
     tokens (the top share by Cov, `token_selection`; beta = `selection.kl_coef`).
 
@@ -287,10 +274,7 @@ def kl_cov_loss(
     selection is made over the whole step here, per micro-batch there.
     """
     chosen = _needs_selection("kl_cov", selection)
-    advantages = zero_masked(advantages, mask)  # (B, T)
-    log_ratio = zero_masked(logp - old_logp, mask).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)  # (B, T)
+    log_ratio = _log_ratio(logp, old_logp, mask)  # (B, T)
     pg_loss = -advantages * log_ratio.exp()
     pg_loss = pg_loss + torch.where(chosen.selected, chosen.kl_coef * log_ratio.abs(), torch.zeros_like(pg_loss))
-    loss = aggregate_loss(_weighted(pg_loss, is_weights, mask), mask, loss_agg_mode, loss_agg_norm)
-    zero = torch.zeros((), device=logp.device)
-    return PolicyLossOutput(loss, zero, zero, zero, *_ratio_diagnostics(log_ratio, mask))
+    return _unclipped_output(pg_loss, log_ratio, mask)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -199,3 +200,25 @@ def text_ids(tokenizer, text: str, markers: set[str]) -> list[int]:
 
 def load_prompts(spec: DataSpec, tokenizer) -> list[Prompt]:
     return [render_prompt(row, tokenizer, spec) for row in load_rows(spec)]
+
+
+def prompt_lengths_over(prompts: list[Prompt], tokenizer, data: DataSpec) -> list[int]:
+    """Full token lengths of the prompts longer than `data.max_prompt_tokens` (those were cut to it).
+    Only prompts at the cap can have been cut, so only those are tokenised again, uncut."""
+    cap = data.max_prompt_tokens
+    uncut = data.model_copy(update={"max_prompt_tokens": sys.maxsize})  # a copy: no bound check needed
+    lengths = (len(render_prompt(p.row, tokenizer, uncut).token_ids) for p in prompts if len(p.token_ids) == cap)
+    return [n for n in lengths if n > cap]
+
+
+def cut_prompts_warning(prompts: list[Prompt], tokenizer, data: DataSpec) -> str | None:
+    """A warning when prompts are cut to max_prompt_tokens (their start is dropped, and the model
+    never sees it): how many, and the longest, so the setting can be raised or the data fixed."""
+    over = prompt_lengths_over(prompts, tokenizer, data)
+    if not over:
+        return None
+    return (
+        f"{len(over)} of {len(prompts)} prompts are longer than data.max_prompt_tokens "
+        f"({data.max_prompt_tokens}) and are cut to their last {data.max_prompt_tokens} tokens; "
+        f"the longest has {max(over)} tokens"
+    )

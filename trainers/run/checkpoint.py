@@ -59,22 +59,30 @@ from trainers.scale.sharded_state import (
 from trainers.spec import CheckpointSpec
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from trainers.curriculum.hints import Hinter
+    from trainers.curriculum.state import Curriculum
+    from trainers.data.procedural.source import ProceduralSource
+    from trainers.data.source import PromptSource
     from trainers.rollout.engines.base import RolloutEngine
+    from trainers.spec import RunSpec
 
 
 class TrainerState(Protocol):
-    """What a checkpoint saves and restores of a run (the `Trainer` has all of it)."""
+    """What a checkpoint saves and restores of a run (the `Trainer` has all of it); `step_count` and
+    `last_checkpoint` are set on resuming."""
 
-    spec: Any  # RunSpec
+    spec: RunSpec
     step_count: int
-    model: Any
-    tokenizer: Any
+    model: torch.nn.Module
+    tokenizer: PreTrainedTokenizerBase
     optimizer: torch.optim.Optimizer
-    scheduler: Any
-    source: Any  # a prompt source with state_dict / load_state_dict
-    curriculum: Any
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    source: PromptSource | ProceduralSource
+    curriculum: Curriculum
     engine: RolloutEngine
-    hinter: Any
+    hinter: Hinter | None
     last_checkpoint: str | None
 
 

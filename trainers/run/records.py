@@ -43,3 +43,15 @@ def episode_rollout(
         policy_versions=episode.version_spans(),
         staleness=trained_version - oldest if trained_version is not None and oldest is not None else None,
     )
+
+
+def step_group_ids(prompt_ids: list[str]) -> list[str]:
+    """One id per group of a step: the prompt's id, with "@k" added to its k-th repeat
+    (a small dataset, or dynamic sampling, can draw a prompt twice in one step; each draw is
+    its own group with its own advantage baseline, and the inspector shows groups by id)."""
+    seen: dict[str, int] = {}
+    out = []
+    for pid in prompt_ids:
+        seen[pid] = seen.get(pid, 0) + 1
+        out.append(pid if seen[pid] == 1 else f"{pid}@{seen[pid]}")
+    return out

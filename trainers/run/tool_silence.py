@@ -11,7 +11,7 @@ from trainers.report import Reporter
 from trainers.spec.run import RunSpec
 
 SILENT_STEPS = 3
-TOOL_CALLS = "episode/tool_calls_mean"  # trainers.run.loop.episode_metrics
+TOOL_CALLS = "episode/tool_calls_mean"  # trainers.run.step_metrics.episode_metrics
 
 
 class ToolSilence:

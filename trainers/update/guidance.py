@@ -9,10 +9,15 @@ is how a sampled answer ends. Each prompt gets one row per step, however often i
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from trainers.data.prompts import Prompt, protected_markers, text_ids
 from trainers.rewards.sample import RubricResult
+from trainers.spec.algorithm import AlgorithmSpec
+from trainers.update.batches import TokenBatch
+
+if TYPE_CHECKING:
+    import torch
 
 
 class _Scored(Protocol):
@@ -45,3 +50,20 @@ def guidance_rows(
         prompts.append(list(prompt.token_ids))
         solutions.append(ids)
     return prompts, solutions
+
+
+def guidance_batch(
+    groups: Sequence[_Scored], algorithm: AlgorithmSpec, tokenizer, passes: Callable[[list[RubricResult]], list[bool]],
+    *, pad_id: int, device: torch.device,
+) -> tuple[TokenBatch | None, dict[str, float]]:  # fmt: skip
+    """Off-policy guidance (`algorithm.guidance_coef`): the reference solutions of this process's failed groups
+    this step, one row per prompt, as a batch (None when off or when no group failed), and
+    `guidance/prompt_frac`, the share of the step's unhinted groups that got one."""
+    if algorithm.guidance_coef == 0:
+        return None, {}
+    prompts, solutions = guidance_rows(groups, tokenizer, algorithm.guidance_field, passes)
+    unhinted = sum(grp.prompt.hint is None for grp in groups)
+    metrics = {"guidance/prompt_frac": len(prompts) / max(1, unhinted)}
+    if not prompts:
+        return None, metrics
+    return TokenBatch.build(prompts, solutions, pad_id=pad_id, device=device), metrics

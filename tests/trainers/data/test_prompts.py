@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from trainers.data.prompts import load_prompts, load_rows
+from trainers.data.prompts import cut_prompts_warning, load_prompts, load_rows, render_prompt
 from trainers.data.readers import DataError
 from trainers.data.source import PromptSource
 from trainers.spec import DataSpec
@@ -144,3 +144,25 @@ def test_without_shuffle_prompts_come_in_file_order(tmp_path, tiny_tokenizer):
         "1",
         "2",
     ]
+
+
+def test_prompts_cut_to_max_prompt_tokens_are_counted_in_a_warning(tiny_model_path, tmp_path):
+    from tests.trainers.helpers import tiny_spec
+    from trainers.models.loading import load_tokenizer
+
+    spec = tiny_spec(
+        tiny_model_path,
+        tmp_path,
+        data={"max_prompt_tokens": 8, "system_prompt": "Answer with letters only, please."},
+    )
+    tokenizer = load_tokenizer(str(tiny_model_path))
+    uncut = spec.data.model_copy(update={"max_prompt_tokens": 10_000})
+    lengths = [len(render_prompt(row, tokenizer, uncut).token_ids) for row in load_rows(spec.data)]
+    assert max(lengths) > 8  # with the system prompt, longer than the cap
+    over = [n for n in lengths if n > 8]
+    assert cut_prompts_warning(load_prompts(spec.data, tokenizer), tokenizer, spec.data) == (
+        f"{len(over)} of {len(lengths)} prompts are longer than data.max_prompt_tokens (8) and are cut to "
+        f"their last 8 tokens; the longest has {max(lengths)} tokens"
+    )
+    default = tiny_spec(tiny_model_path, tmp_path / "b").data
+    assert cut_prompts_warning(load_prompts(default, tokenizer), tokenizer, default) is None  # 512: nothing is cut

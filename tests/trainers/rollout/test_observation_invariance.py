@@ -10,7 +10,10 @@ from tests.trainers.helpers import tiny_spec
 from trainers.episodes import Episode, Turn
 from trainers.report import MemoryReporter
 from trainers.rewards.sample import RubricResult
-from trainers.run.loop import Group, Trainer
+from trainers.run.loop import Trainer
+from trainers.update import passes
+from trainers.update.groups import Group
+from trainers.update.step_batch import build_step_batch
 
 
 @pytest.fixture(scope="module")
@@ -53,25 +56,26 @@ def groups(final_observation=(40, 41, 42), first_token=20):
 
 def loss_and_grad(trainer, grps, perturb=None):
     """One optimisation pass from the trainer's current weights: (loss, flat gradient); no step taken."""
-    batch = trainer._step_batch(grps)
-    old, ref = trainer._old_and_reference_logprobs(batch)
-    advantages = trainer._advantages(grps, batch, old, ref)
+    update = trainer.update
+    batch = build_step_batch(grps, trainer.spec.algorithm, pad_id=trainer.lockstep.pad_id, device=trainer.device)
+    old, ref, _ = update.old_and_reference_logprobs(batch)
+    advantages = update.advantages(grps, batch, old, ref)
     if perturb is not None:
         old, ref, advantages = perturb(batch, old, ref, advantages)
-    _, is_weights = trainer._sampler_mismatch(batch, old)
+    _, is_weights = update.sampler_mismatch(batch, old)
     captured = {}
 
-    def capture():
-        params = [p for p in trainer.model.parameters() if p.grad is not None]
+    def capture(model, optimizer, max_grad_norm):
+        params = [p for p in model.parameters() if p.grad is not None]
         captured["grad"] = torch.cat([p.grad.flatten() for p in params]).clone()
-        trainer.optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=True)
         return 0.0
 
-    trainer._apply_gradients = capture
+    apply_gradients, passes.apply_gradients = passes.apply_gradients, capture  # no step: the weights stay
     try:
-        out = trainer._optimise(batch.tokens, batch.loss_mask, advantages, old, ref, is_weights)
+        out = update.optimise(batch.tokens, batch.loss_mask, advantages, old, ref, is_weights)
     finally:
-        del trainer._apply_gradients
+        passes.apply_gradients = apply_gradients
     return out["actor/loss"], captured["grad"]
 
 

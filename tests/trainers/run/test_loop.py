@@ -4,7 +4,8 @@ import pytest
 
 from tests.trainers.helpers import tiny_spec
 from trainers.report import MemoryReporter
-from trainers.run.loop import lr_lambda, train
+from trainers.run.loop import train
+from trainers.update.optimizer import lr_lambda
 
 STEP_KEYS = {
     "reward/mean", "reward/std", "reward/letter/mean", "reward/frac_zero_std_groups",
@@ -169,27 +170,6 @@ def test_dynamic_sampling_judges_groups_by_the_rubric_outcome_not_the_length_pen
     assert any(len(rewards) > 1 for rewards in shaped.values()), "the penalty should tell some samples apart"
     assert metrics["data/groups_kept"] == 0 and "actor/loss" not in metrics
     assert metrics["reward/frac_zero_std_groups"] == 1.0
-
-
-def test_the_soft_overlong_penalty_lowers_rewards_near_the_limit(tiny_model_path, tmp_path):
-    factor, buffer, limit = 0.5, 2, 6
-    spec = tiny_spec(
-        tiny_model_path,
-        tmp_path,
-        rubric=ALWAYS_ONE,
-        algorithm={
-            "group_size": 4,
-            "overlong_penalty": True,
-            "overlong_buffer": buffer,
-            "overlong_penalty_factor": factor,
-        },
-        optim={"total_steps": 1},
-    )
-    reporter = MemoryReporter()
-    train(spec, reporter)
-    for r in reporter.rollout_batches[0][1]:
-        into_buffer = max(0, r.num_tokens - (limit - buffer))
-        assert r.reward == pytest.approx(1.0 - factor * min(1.0, into_buffer / buffer))
 
 
 @pytest.mark.parametrize(
@@ -365,37 +345,3 @@ def test_the_run_stops_failed_after_n_failing_steps_naming_the_criterion(tiny_mo
     assert "last error: KeyError" in detail and "'missing'" in detail
     assert [step for step, _ in reporter.rollout_batches] == [1, 2]  # the evidence is reported
     assert reporter.checkpoints == []
-
-
-def test_a_criterion_failing_below_the_share_does_not_warn(tiny_model_path, tmp_path):
-    reporter = MemoryReporter()
-    train(broken_spec(tiny_model_path, tmp_path, failure_warn_share=1.0), reporter)
-    assert reporter.warnings == []
-
-
-def test_prompts_cut_to_max_prompt_tokens_are_counted_in_a_warning_at_start(tiny_model_path, tmp_path):
-    from trainers.data.prompts import load_rows, render_prompt
-    from trainers.models.loading import load_tokenizer
-
-    spec = tiny_spec(
-        tiny_model_path,
-        tmp_path,
-        data={"max_prompt_tokens": 8, "system_prompt": "Answer with letters only, please."},
-        optim={"total_steps": 1},
-    )
-    tokenizer = load_tokenizer(str(tiny_model_path))
-    uncut = spec.data.model_copy(update={"max_prompt_tokens": 10_000})
-    lengths = [len(render_prompt(row, tokenizer, uncut).token_ids) for row in load_rows(spec.data)]
-    assert max(lengths) > 8  # with the system prompt, longer than the cap
-    reporter = MemoryReporter()
-    train(spec, reporter)
-    [(step, message)] = reporter.warnings
-    assert step is None  # at run start, before any step
-    over = [n for n in lengths if n > 8]
-    assert message == (
-        f"{len(over)} of {len(lengths)} prompts are longer than data.max_prompt_tokens (8) and are cut to "
-        f"their last 8 tokens; the longest has {max(lengths)} tokens"
-    )
-    quiet = MemoryReporter()
-    train(tiny_spec(tiny_model_path, tmp_path / "b", optim={"total_steps": 1}), quiet)
-    assert quiet.warnings == []  # at the default 512 nothing is cut

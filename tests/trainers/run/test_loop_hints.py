@@ -11,7 +11,9 @@ import pytest
 from tests.trainers.helpers import tiny_spec
 from trainers.curriculum.budgets import Allocation
 from trainers.report import MemoryReporter
+from trainers.run.collection import Collected
 from trainers.run.loop import Trainer, train
+from trainers.update.step_batch import build_step_batch
 
 SOLUTION = "the answer is yes please"
 STARTS_WITH_THE_ANSWER = {"criteria": [{"name": "starts", "kind": "regex", "params": {"pattern": "^the answer"}}]}
@@ -57,12 +59,12 @@ def test_the_hint_tokens_are_outside_the_loss_mask(tiny_model_path, tmp_path):
     spec = hint_spec(tiny_model_path, tmp_path)
     trainer = Trainer(spec, MemoryReporter())
     try:
-        kept, generated, _ = trainer._collect_groups({"generate": 0.0, "score": 0.0})
-        hinted = [g for g in kept if g.prompt.hint is not None]
-        assert len(hinted) == 2 and len(generated) == 4
+        found = trainer.collector.collect(trainer.step_count)
+        hinted = [g for g in found.kept if g.prompt.hint is not None]
+        assert len(hinted) == 2 and len(found.generated) == 4
         hint_ids = trainer.tokenizer(hinted[0].prompt.hint.text, add_special_tokens=False).input_ids
         assert len(hint_ids) == hinted[0].prompt.hint.num_tokens == 3
-        batch = trainer._step_batch(hinted)
+        batch = build_step_batch(hinted, spec.algorithm, pad_id=trainer.lockstep.pad_id, device=trainer.device)
         P = batch.tokens.prompt_len
         for i, ep in enumerate(ep for g in hinted for ep in g.episodes):
             sampled = ep.turns[0].token_ids
@@ -111,12 +113,13 @@ def test_a_hinted_retry_is_as_large_as_the_group_it_replaces(tiny_model_path, tm
     # The budget gives group_size (4) to a prompt; a failed group of 3 is retried with 3, not 4.
     trainer = Trainer(hint_spec(tiny_model_path, tmp_path), MemoryReporter())
     try:
-        timings = {"generate": 0.0, "score": 0.0}
+        collector = trainer.collector
+        found = Collected([], [], 1, {"generate": 0.0, "score": 0.0})
         prompt = trainer.curriculum.draw(1)
-        [failed] = trainer._generate_and_score(prompt, timings, Allocation([3]))
-        generated = [failed]
-        [retry] = trainer._with_hints([failed], generated, timings)
+        [failed] = collector.generate_and_score(prompt, 0, found, Allocation([3]))
+        found.generated.append(failed)
+        [retry] = collector.with_hints([failed], 0, found)
         assert retry.prompt.hint is not None and len(retry.episodes) == 3
-        assert generated == [failed, retry]
+        assert found.generated == [failed, retry]
     finally:
         trainer.close()

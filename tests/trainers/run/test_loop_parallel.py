@@ -21,10 +21,10 @@ def step_gradient(trainer: Trainer) -> dict[str, torch.Tensor]:
     trainer.optimizer.step = lambda: captured.update(
         {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
     )
-    batch = TokenBatch.build(PROMPTS, COMPLETIONS, pad_id=trainer.pad_id, device=trainer.device)
+    batch = TokenBatch.build(PROMPTS, COMPLETIONS, pad_id=trainer.lockstep.pad_id, device=trainer.device)
     mask = batch.completion_mask
     advantages = torch.tensor(ADVANTAGES, device=trainer.device)[:, None] * mask
-    trainer._optimise(batch, mask, advantages, None, None, None)
+    trainer.update.optimise(batch, mask, advantages, None, None, None)
     return captured
 
 
@@ -48,7 +48,7 @@ def test_bf16_mixed_precision_alone_is_autocast(tiny_model_path, tmp_path):
     """A single process is not sharded: parallel.mixed_precision bf16 computes under autocast
     (bf16 matmuls, float32 weights), as optim.precision bfloat16 does."""
     trainer = Trainer(tiny_spec(tiny_model_path, tmp_path, parallel={"mixed_precision": "bf16"}), MemoryReporter())
-    assert trainer.precision == "bfloat16" and trainer.mesh is None
+    assert trainer.lockstep.precision == "bfloat16" and trainer.mesh is None
     assert next(trainer.model.parameters()).dtype == torch.float32
     trainer.close()
 

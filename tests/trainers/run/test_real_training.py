@@ -12,6 +12,7 @@ from tests.trainers.helpers import real_spec
 from tests.trainers.run.test_checkpoint import comparable
 from trainers.report import MemoryReporter
 from trainers.run.loop import Trainer, train
+from trainers.update.step_batch import build_step_batch
 
 pytestmark = pytest.mark.slow
 
@@ -26,10 +27,15 @@ def whole_run(real_model_path, tmp_path_factory):
     trainer = Trainer(spec, reporter)
     try:
         initial = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+        records = []
+        step = trainer.step
+        trainer.step = lambda: records.append(step()) or records[-1]  # keeps what each step did
         assert trainer.fit(should_stop=lambda: False).status == "succeeded"
         unchanged = [name for name, p in trainer.model.named_parameters() if torch.equal(initial[name], p.detach())]
-        episodes = [ep for grp in trainer.last_groups for ep in grp.episodes]
-        batch = trainer._step_batch(trainer.last_groups)  # the layout step 2 trained on
+        last_groups = records[-1].generated
+        episodes = [ep for grp in last_groups for ep in grp.episodes]
+        # the layout step 2 trained on
+        batch = build_step_batch(last_groups, spec.algorithm, pad_id=trainer.lockstep.pad_id, device=trainer.device)
         last = [len(ep.completion_ids) - 1 for ep in episodes]
         ends = [(ep.completion_ids[-1] == trainer.tokenizer.eos_token_id, bool(batch.loss_mask[i, j] == 1))
                 for i, (ep, j) in enumerate(zip(episodes, last, strict=True))]  # fmt: skip
@@ -82,7 +88,7 @@ def test_lora_trains_the_adapters_and_leaves_the_real_weights_frozen(real_model_
         assert len(adapters) == 30 * 2 * 2  # layers x (q_proj, v_proj) x (A, B)
         assert {n for n, p in params.items() if p.requires_grad} == adapters
         before = {n: p.detach().clone() for n, p in params.items()}
-        metrics = trainer.step()
+        metrics = trainer.step().metrics
         assert math.isfinite(metrics["actor/loss"]) and metrics["actor/grad_norm"] > 0
         moved = {n for n, p in params.items() if not torch.equal(before[n], p.detach())}
     finally:

@@ -1,13 +1,12 @@
 """Micro-batch splits (hand-computed), and the same loss, gradients and logprobs whichever is chosen."""
 
 import random
+from dataclasses import replace
 
 import pytest
 import torch
 
-from tests.trainers.helpers import tiny_spec
-from trainers.report import MemoryReporter
-from trainers.run.loop import Trainer
+from tests.trainers.helpers import kept_gradients, tiny_spec, update_parts
 from trainers.update.batches import TokenBatch
 from trainers.update.logprobs import batched_logprobs
 from trainers.update.micro_batching import MODES, MicroBatching, by_count, by_packed_tokens, by_padded_tokens
@@ -56,24 +55,15 @@ def test_an_unknown_mode_is_refused_naming_the_valid_ones():
         MicroBatching("sorted")
 
 
-class GradientKeeper(Trainer):
-    """The real trainer, except that the optimiser step keeps the accumulated gradients for the
-    test and does not update the weights, so that each pass starts from the same model."""
-
-    def _apply_gradients(self) -> float:
-        self.kept = [p.grad.clone() for p in self.model.parameters()]
-        self.optimizer.zero_grad(set_to_none=True)
-        return 0.0
-
-
 @pytest.fixture(scope="module")
-def trainer(tiny_model_path, tmp_path_factory):
+def update(tiny_model_path, tmp_path_factory):
+    """The policy update alone (no trainer: no engine, rubric or data)."""
     spec = tiny_spec(
         tiny_model_path,
         tmp_path_factory.mktemp("micro-batching"),
         algorithm={"kl_beta": 0.05, "entropy_coef": 0.01, "loss_agg_mode": "seq-mean-token-mean"},
     )
-    return GradientKeeper(spec, MemoryReporter())
+    return update_parts(spec)[0]
 
 
 def training_batch(device: torch.device | str = "cpu"):
@@ -93,20 +83,25 @@ def training_batch(device: torch.device | str = "cpu"):
 
 
 @pytest.mark.parametrize("mode", ["balanced", "packed"])
-def test_a_pass_gives_the_padded_loss_and_gradients(trainer, mode):
-    batch, trained, advantages = training_batch(trainer.device)
+def test_a_pass_gives_the_padded_loss_and_gradients(update, mode):
+    batch, trained, advantages = training_batch(update.lockstep.device)
     padded = MicroBatching("padded", size=3)
-    old = batched_logprobs(trainer.model, batch, micro_batching=padded)[0]
-    old = old + 0.05 * torch.randn(old.shape, generator=torch.Generator().manual_seed(1)).to(old.device)  # ratios away from 1
+    old = batched_logprobs(update.model, batch, micro_batching=padded)[0]
+    old = old + 0.05 * torch.randn(old.shape, generator=torch.Generator().manual_seed(1)).to(
+        old.device
+    )  # ratios away from 1
     ref = old + 0.1
     # The longest sequence (9 + 40 tokens) is over the 48-token budget: it gets a micro-batch of its own.
     budgets = {"micro_batch_size": 3, "micro_batch_tokens": 48}
     results = {}
     for name in ("padded", mode):
-        trainer.spec.optim = trainer.spec.optim.model_copy(update={"micro_batching": name, **budgets})
-        metrics = trainer._optimise(batch, trained, advantages, old, ref, None)
-        results[name] = metrics, trainer.kept
-    assert len(MicroBatching.of(trainer.spec.optim).split(batch)) != len(padded.split(batch))
+        spec = update.spec.model_copy(
+            update={"optim": update.spec.optim.model_copy(update={"micro_batching": name, **budgets})}
+        )
+        with kept_gradients() as kept:
+            metrics = replace(update.optimise, spec=spec)(batch, trained, advantages, old, ref, None)
+        results[name] = metrics, kept["grads"]
+    assert len(MicroBatching.of(spec.optim).split(batch)) != len(padded.split(batch))
     (want, want_grads), (got, got_grads) = results["padded"], results[mode]
     for key in ("actor/loss", "actor/kl", "actor/entropy"):
         assert got[key] == pytest.approx(want[key], abs=1e-5)
@@ -116,9 +111,9 @@ def test_a_pass_gives_the_padded_loss_and_gradients(trainer, mode):
 
 
 @pytest.mark.parametrize("mode", ["balanced", "packed"])
-def test_frozen_logprobs_and_entropy_equal_the_padded_ones(trainer, mode):
-    batch, _, _ = training_batch(trainer.device)
-    model = trainer.model.eval()
+def test_frozen_logprobs_and_entropy_equal_the_padded_ones(update, mode):
+    batch, _, _ = training_batch(update.lockstep.device)
+    model = update.model.eval()
     want = batched_logprobs(model, batch, micro_batching=MicroBatching("padded", size=3), with_entropy=True)
     got = batched_logprobs(model, batch, micro_batching=MicroBatching(mode, tokens=48), with_entropy=True)
     for g, w in zip(got, want, strict=True):

@@ -44,14 +44,14 @@ GAP_BOUNDS = {"float32": (1e-4, 5e-4), "bfloat16": (0.1, 0.75)}
 
 def gap(trainer: Trainer, model, prompts: list[list[int]], groups) -> dict[str, float]:
     """`trainers.algorithms.mismatch.logprob_gap` of vLLM's sampled-token logprobs against `model`'s,
-    computed as the loop computes its no-grad logprobs (`Trainer._frozen_logprobs`)."""
+    computed as the loop computes its no-grad logprobs (`trainers.update.frozen.FrozenLogprobs`)."""
     flat = [g for group in groups for g in group]
     batch = TokenBatch.build([p for p, group in zip(prompts, groups, strict=True) for _ in group],
-                             [g.token_ids for g in flat], pad_id=trainer.pad_id, device=trainer.device)  # fmt: skip
+                             [g.token_ids for g in flat], pad_id=trainer.lockstep.pad_id, device=trainer.device)  # fmt: skip
     engine = torch.zeros_like(batch.completion_mask)
     for i, g in enumerate(flat):
         engine[i, : len(g.logprobs)] = torch.tensor(g.logprobs)
-    return logprob_gap(engine, trainer._frozen_logprobs(model, batch), batch.completion_mask)
+    return logprob_gap(engine, trainer.update.frozen(model, batch)[0], batch.completion_mask)
 
 
 # (model dtype: what the trainer holds, rollout dtype: what vLLM samples in)
@@ -66,8 +66,9 @@ def two_pushed_updates(request, vllm_here, real_model_path, tmp_path_factory):
     trainer = Trainer(spec, MemoryReporter())
     try:
         initial = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
-        steps = [trainer.step() for _ in range(2)]
-        prompts = [grp.prompt.token_ids for grp in trainer.last_groups]
+        records = [trainer.step() for _ in range(2)]
+        steps = [record.metrics for record in records]
+        prompts = [grp.prompt.token_ids for grp in records[-1].generated]
         groups = trainer.engine.generate(prompts, 4, SamplingParams(max_new_tokens=16, logprobs=True))
         as_sampled = copy.deepcopy(trainer.model).to(getattr(torch, dtype))
         after_two = gap(trainer, as_sampled, prompts, groups)

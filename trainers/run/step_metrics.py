@@ -1,0 +1,86 @@
+"""A step's metrics beside the update's own: rewards (per criterion, with failure rates), responses,
+episodes, timing, throughput and the data position."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from trainers.episodes import Episode
+from trainers.rollout.environments.tool_calls import well_formed
+from trainers.run.failure_watch import FAILURE_RATE
+from trainers.update.groups import Group
+
+
+def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
+    """`episode/*`: turns, tool calls (per tool), tool errors, well-formed calls, answers,
+    observation tokens and episodes ended at a limit, each a mean over the episodes."""
+    calls = [[c for t in ep.turns for c in t.tool_calls] for ep in episodes]
+    flat = [c for episode_calls in calls for c in episode_calls]
+    out = {
+        "episode/turns_mean": float(np.mean([len(ep.turns) for ep in episodes])),
+        "episode/tool_calls_mean": float(np.mean([len(c) for c in calls])),
+        "episode/tool_error_rate": float(np.mean([c.error is not None for c in flat])) if flat else 0.0,
+        # The share of episodes that called tools and whose every call could be read.
+        "episode/well_formed_call_rate": float(np.mean([well_formed(c) for c in calls])),
+        "episode/answered_frac": float(np.mean([any(t.answered for t in ep.turns) for ep in episodes])),
+        "episode/observation_tokens_mean": float(np.mean([ep.observation_tokens for ep in episodes])),
+        "episode/ended_at_limit_frac": float(
+            np.mean([ep.end_reason in ("turn_limit", "token_budget") for ep in episodes])
+        ),
+        "episode/error_frac": float(np.mean([ep.end_reason == "error" for ep in episodes])),
+    }
+    for tool in sorted({c.name for c in flat if c.name}):
+        out[f"episode/tool_calls/{tool}"] = float(np.mean([sum(c.name == tool for c in ep) for ep in calls]))
+    return out
+
+
+def reward_metrics(groups: list[Group], criteria: list[str]) -> dict[str, float]:
+    """`reward/*` of the groups: mean and spread, groups without a spread, each criterion's mean score
+    and failure rate."""
+    rewards = [r for grp in groups for r in grp.totals]
+    out = {
+        "reward/mean": float(np.mean(rewards)),
+        "reward/std": float(np.std(rewards)),
+        "reward/frac_zero_std_groups": float(np.mean([not g.has_spread for g in groups])),
+    }
+    results = [r for g in groups for r in g.results]
+    for name in criteria:
+        out[f"reward/{name}/mean"] = float(np.mean([r.scores[name].score for r in results]))
+        # Raised, timed out or not run: such a score is 0 whatever the completion (see FailureWatch).
+        out[f"{FAILURE_RATE}{name}"] = float(np.mean([r.scores[name].error is not None for r in results]))
+    return out
+
+
+def step_metrics(
+    first_round: list[Group], generated: list[Group], train_groups: list[Group], timings: dict[str, float],
+    *, rounds: int, lr: float, epoch: float, multi_turn: bool, device: torch.device,
+) -> dict[str, float]:  # fmt: skip
+    """Responses, timing, throughput and data position (`epoch`, fractional) of the step just taken."""
+    episodes = [ep for grp in first_round for ep in grp.episodes]
+    num_tokens = sum(len(ep.completion_ids) for grp in generated for ep in grp.episodes)
+    # Tokens the training passes run over (prompt + completion of every trained sequence).
+    train_tokens = sum(len(ep.prompt_ids) + len(ep.completion_ids) for grp in train_groups for ep in grp.episodes)
+    step_s, train_s = timings["step"], timings["train"]
+    metrics = {
+        # Sampled tokens: what the model wrote (observation tokens are counted under episode/).
+        "response/length_mean": float(np.mean([ep.sampled_tokens for ep in episodes])),
+        "response/length_max": float(max(ep.sampled_tokens for ep in episodes)),
+        "response/truncated_frac": float(np.mean([ep.end_reason in ("length", "token_budget") for ep in episodes])),
+        "actor/lr": lr,
+        "timing/generate_s": timings["generate"],
+        "timing/score_s": timings["score"],
+        "timing/train_s": train_s,
+        "timing/step_s": step_s,
+        "perf/tokens_per_s": num_tokens / step_s,
+        "perf/gen_tokens_per_s": num_tokens / max(timings["generate"], 1e-9),
+        "perf/train_tokens_per_s": train_tokens / max(train_s, 1e-9),
+        "data/epoch": epoch,
+        "data/generation_rounds": float(rounds),
+        "data/groups_kept": float(len(train_groups)),
+    }
+    if multi_turn:
+        metrics |= episode_metrics(episodes) | {"timing/tool_s": timings.get("tool", 0.0)}
+    if device.type == "cuda":
+        metrics["perf/gpu_mem_peak_gb"] = torch.cuda.max_memory_allocated(device) / 2**30
+    return metrics
