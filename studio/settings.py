@@ -166,6 +166,11 @@ CELERY_RESULT_EXPIRES = 3600
 # failed by the heartbeat sweeper instead of being redelivered and restarted half-way.
 CELERY_TASK_ACKS_LATE = False
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A worker takes a message only when one of its processes is free. Otherwise (the message being acked when its
+# task starts) a worker whose every process runs a run reserves the next one too: it waits there behind a
+# run of hours while another worker is idle, and a worker whose process hung (SIGSTOP) holds the restart of
+# the run it lost for as long as it hangs (bench/fault_hung_worker.py). Redis brokers only (Celery 5.6+).
+CELERY_WORKER_DISABLE_PREFETCH = True
 CELERY_TASK_ROUTES = {
     "workers.run_training": {"queue": "gpu"},
     "workers.run_eval": {"queue": "gpu"},

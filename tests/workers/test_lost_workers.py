@@ -150,3 +150,13 @@ def test_the_idle_in_transaction_option_is_in_milliseconds_and_0_turns_it_off():
     assert postgres_options(0) == {}
     with pytest.raises(ValueError, match="0 \\(off\\) or more"):
         postgres_options(-1)
+
+
+def test_a_worker_reserves_no_run_while_its_processes_are_busy():
+    # Otherwise a worker whose one process runs (or hangs in) a run takes the next queued run too and holds it
+    # there, while another worker is idle: the restart of a run lost to a hung process waited for it for ever
+    # (bench/fault_hung_worker.py, case "pool"). Celery honours the setting on a Redis broker.
+    from studio.celery import app
+
+    assert app.conf.worker_disable_prefetch is True
+    assert app.conf.worker_prefetch_multiplier == 1
