@@ -4,9 +4,12 @@
     DELETE     /api/teams/<id>/tracker-secrets/<name>/   owners
     GET/PUT    /api/teams/<id>/mirror-settings/          the team's defaults: members read, owners write
     GET/PUT    /api/experiments/<id>/mirror-settings/    an experiment's: members read, owners and editors write
+                                                         (pointing a tracker at another server: owners only)
     GET        /api/runs/<id>/mirrors/                   how each tracker of the run is doing: members
 
-A secret's value is write-only: no answer, page or log line carries it back.
+A secret's value is write-only: no answer, page or log line carries it back. Each secret is bound to the
+server it was set for (`endpoint`) and is sent nowhere else; a save that moves a tracker to another server
+clears the secrets bound to the old one and says so in `cleared` ({field: why}).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -38,6 +41,10 @@ SECRET_NAME = OpenApiParameter("name", str, OpenApiParameter.PATH, description="
 class SecretIn(serializers.Serializer):
     name = serializers.RegexField(NAME_PATTERN, max_length=100)
     kind = serializers.ChoiceField(choices=TRACKERS)
+    endpoint = serializers.CharField(
+        max_length=500, required=False, allow_blank=True, default="",
+        help_text="The server the secret may be sent to (the tracker's URL); a W&B key's default: https://api.wandb.ai.",
+    )  # fmt: skip
     value = serializers.CharField(max_length=4096, write_only=True, trim_whitespace=True,
                                   style={"input_type": "password"})  # fmt: skip
 
@@ -45,35 +52,44 @@ class SecretIn(serializers.Serializer):
 class SecretOut(serializers.Serializer):
     name = serializers.CharField()
     kind = serializers.CharField()
+    endpoint = serializers.CharField(help_text="The server it is sent to, and only there (empty: none).")
     created = serializers.DateTimeField()
     updated = serializers.DateTimeField()
     created_by = serializers.CharField(allow_null=True)
 
 
 def secret_out(secret: TrackerSecret) -> dict:
-    return {"name": secret.name, "kind": secret.kind, "created": secret.created, "updated": secret.updated,
+    return {"name": secret.name, "kind": secret.kind, "endpoint": secret.endpoint, "created": secret.created,
+            "updated": secret.updated,
             "created_by": secret.created_by.username if secret.created_by else None}  # fmt: skip
 
 
 SETTINGS = serializers.JSONField(help_text="MirrorSettings (studio.tracking.schema): trackio, wandb, mlflow, limits.")
-TEAM_SETTINGS = inline_serializer("TeamMirrorSettings", {"team": serializers.IntegerField(), "settings": SETTINGS})
+CLEARED = serializers.DictField(
+    child=serializers.CharField(), required=False,
+    help_text="Secret fields this save cleared: they named a secret bound to the server a tracker moved away from.",
+)  # fmt: skip
+TEAM_SETTINGS = inline_serializer(
+    "TeamMirrorSettings", {"team": serializers.IntegerField(), "settings": SETTINGS, "cleared": CLEARED}
+)
 EXPERIMENT_SETTINGS_IN = inline_serializer(
     "ExperimentMirrorSettingsIn",
     {"inherit": serializers.BooleanField(), "settings": serializers.JSONField(required=False)},
 )
 EXPERIMENT_SETTINGS = inline_serializer(
     "ExperimentMirrorSettings",
-    {"experiment": serializers.IntegerField(), "inherit": serializers.BooleanField(), "settings": SETTINGS},
+    {
+        "experiment": serializers.IntegerField(),
+        "inherit": serializers.BooleanField(),
+        "settings": SETTINGS,
+        "cleared": CLEARED,
+    },  # fmt: skip
 )
 MIRRORS = inline_serializer("RunMirrors", {"results": serializers.ListField(child=serializers.DictField())})
 
 
 def _team(user, team_id: int, need: str) -> Team:
     return perms.get_for(user, Team.objects.all(), team_id, need)
-
-
-def _refused(exc: services.TrackingError) -> ValidationError:
-    return ValidationError({field: [why] for field, why in exc.errors.items()})  # as a serializer's errors
 
 
 class TeamSecretsView(APIView):
@@ -93,10 +109,7 @@ class TeamSecretsView(APIView):
         team = _team(request.user, team_id, perms.MANAGE)
         data = SecretIn(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            secret = services.set_secret(team, **data.validated_data, user=request.user)
-        except services.TrackingError as exc:
-            raise _refused(exc) from None
+        secret = services.set_secret(team, **data.validated_data, user=request.user)  # TrackingError: 400
         return Response(secret_out(secret), status=status.HTTP_201_CREATED)
 
 
@@ -123,11 +136,8 @@ class TeamMirrorSettingsView(APIView):
     @extend_schema(parameters=[TEAM_ID], request=OpenApiTypes.OBJECT, responses=TEAM_SETTINGS)
     def put(self, request: Request, team_id: int) -> Response:
         team = _team(request.user, team_id, perms.MANAGE)
-        try:
-            saved = services.save_team_defaults(team, request.data)
-        except services.TrackingError as exc:
-            raise _refused(exc) from None
-        return Response({"team": team.pk, "settings": saved.model_dump()})
+        saved = services.save_team_defaults(team, request.data)  # TrackingError: 400 {field: [why]}
+        return Response({"team": team.pk, "settings": saved.settings.model_dump(), "cleared": saved.cleared})
 
 
 class ExperimentMirrorSettingsView(APIView):
@@ -146,11 +156,12 @@ class ExperimentMirrorSettingsView(APIView):
         inherit = body.get("inherit")
         if not isinstance(inherit, bool):
             raise ValidationError({"inherit": "must be true (use the team's defaults) or false (use `settings`)"})
-        try:
-            saved = services.save_experiment_settings(experiment, inherit, body.get("settings"))
-        except services.TrackingError as exc:
-            raise _refused(exc) from None
-        return Response({"experiment": experiment.pk, "inherit": inherit, "settings": saved.model_dump()})
+        try:  # TrackingError: 400
+            saved = services.save_experiment_settings(experiment, inherit, body.get("settings"), request.user)
+        except services.MoveRefused as exc:
+            raise PermissionDenied(str(exc)) from None
+        return Response({"experiment": experiment.pk, "inherit": inherit, "settings": saved.settings.model_dump(),
+                         "cleared": saved.cleared})  # fmt: skip
 
 
 class RunMirrorsView(APIView):

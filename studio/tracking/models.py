@@ -13,12 +13,18 @@ TRACKER_CHOICES = [(name, name) for name in TRACKERS]
 
 class TrackerSecret(models.Model):
     """A credential of a team (a W&B API key, an MLflow token or user:password, a Trackio write token),
-    stored encrypted (studio.tracking.secrets). The API and pages take a value and never give it back."""
+    stored encrypted (studio.tracking.secrets). The API and pages take a value and never give it back.
+
+    `endpoint` is the server it was set for (trainers.access.endpoint_base: scheme://host:port/path): the
+    worker sends the value there only, and a mirror pointed elsewhere goes without it."""
 
     team = models.ForeignKey("accounts.Team", on_delete=models.CASCADE, related_name="tracker_secrets")
     name = models.CharField(max_length=100, validators=[RegexValidator(NAME_PATTERN)])
     kind = models.CharField(max_length=20, choices=TRACKER_CHOICES)
     ciphertext = models.BinaryField(editable=False)
+    endpoint = models.CharField(
+        max_length=600, blank=True, help_text="The server the secret may be sent to; empty: none (set it again)."
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)

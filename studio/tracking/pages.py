@@ -47,7 +47,7 @@ def team_trackers(request: HttpRequest, team_id: int) -> HttpResponse:
             if "set_secret" in request.POST:
                 post = request.POST
                 services.set_secret(team, post.get("name", "").strip(), post.get("kind", ""), post.get("value", ""),
-                                    request.user)  # fmt: skip
+                                    request.user, endpoint=post.get("endpoint", ""))  # fmt: skip
                 messages.success(request, f"Secret {post.get('name', '').strip()!r} saved.")
                 return redirect("team-trackers", team_id=team.pk)
             if "delete_secret" in request.POST:
@@ -55,7 +55,8 @@ def team_trackers(request: HttpRequest, team_id: int) -> HttpResponse:
                 return redirect("team-trackers", team_id=team.pk)
             values, errors = _read_settings(request.POST)
             if not errors:
-                services.save_team_defaults(team, values)
+                saved = services.save_team_defaults(team, values)
+                _say_cleared(request, saved)
                 messages.success(request, "Default mirror settings saved.")
                 return redirect("team-trackers", team_id=team.pk)
         except services.TrackingError as exc:
@@ -78,22 +79,31 @@ def experiment_trackers(request: HttpRequest, experiment_id: int) -> HttpRespons
     experiment = perms.get_for(request.user, Experiment.objects.select_related("team"), experiment_id, perms.VIEW)
     can_edit = perms.has_role(request.user, experiment.team_id, perms.EDIT)
     inherit, chosen = services.experiment_settings(experiment)
-    values, errors = chosen.model_dump(), {}
+    values, errors, status = chosen.model_dump(), {}, 200
     if request.method == "POST":
         perms.check(request.user, experiment, perms.EDIT)
         inherit = request.POST.get("inherit") == "1"
         values, errors = ({}, {}) if inherit else _read_settings(request.POST)
         if not errors:
             try:
-                services.save_experiment_settings(experiment, inherit, values)
+                saved = services.save_experiment_settings(experiment, inherit, values, request.user)
+                _say_cleared(request, saved)
                 messages.success(request, "Mirror settings saved.")
                 return redirect("experiment-trackers", experiment_id=experiment.pk)
             except services.TrackingError as exc:
                 errors = exc.errors
                 messages.error(request, str(exc))
+            except services.MoveRefused as exc:
+                messages.error(request, str(exc))
+                status = 403
     context = {
         "experiment": experiment, "can_edit": can_edit, "inherit": inherit,
         "secrets": TrackerSecret.objects.filter(team=experiment.team),
         "groups": _groups(settings_fields(values, errors)),
     }  # fmt: skip
-    return render(request, "tracking/experiment.html", context)
+    return render(request, "tracking/experiment.html", context, status=status)
+
+
+def _say_cleared(request: HttpRequest, saved: services.Saved) -> None:
+    for field, why in saved.cleared.items():
+        messages.warning(request, f"{field} cleared: {why}.")

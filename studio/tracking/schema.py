@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"  # a project / experiment / secret name
+WANDB_SERVER = "https://api.wandb.ai"
 
 
 class TrackerSection(BaseModel):
@@ -28,7 +29,7 @@ class WandbSection(TrackerSection):
         "online",
         description="online: send to the W&B server; offline: write run files on the worker (`wandb sync` later).",
     )
-    base_url: str = Field("https://api.wandb.ai", max_length=500, description="W&B server (a self-hosted one's URL).")
+    base_url: str = Field(WANDB_SERVER, max_length=500, description="W&B server (a self-hosted one's URL).")
     api_key_secret: str = Field("", pattern=r"^$|" + NAME_PATTERN, description="Team secret holding the API key.")
 
 
@@ -73,6 +74,19 @@ class MirrorSettings(BaseModel):
 TRACKERS = ("trackio", "wandb", "mlflow")
 SECRET_FIELDS = {"trackio": "write_token_secret", "wandb": "api_key_secret", "mlflow": "secret"}
 URL_FIELDS = {"trackio": "server_url", "wandb": "base_url", "mlflow": "tracking_uri"}
+
+
+def secret_destination(tracker: str, section: TrackerSection) -> str | None:
+    """The server a tracker section sends its secret to, or None where the secret goes nowhere (W&B
+    offline writes files; Trackio without a server_url writes the worker's local store)."""
+    if tracker == "wandb" and section.mode == "offline":  # type: ignore[attr-defined]
+        return None
+    return getattr(section, URL_FIELDS[tracker]) or None
+
+
+def endpoints(settings: MirrorSettings) -> dict[str, str]:
+    """Each tracker's server as set (switched on or not: switching on keeps it), for telling a move."""
+    return {tracker: getattr(getattr(settings, tracker), URL_FIELDS[tracker]).strip() for tracker in TRACKERS}
 
 
 def defaults() -> dict[str, Any]:

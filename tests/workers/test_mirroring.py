@@ -60,7 +60,11 @@ def mlflow_process(tmp_path_factory):
         )  # fmt: skip
     yield proc, f"http://127.0.0.1:{port}", root
     os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=30)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:  # a server still draining connections on a busy machine: stopped outright
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
 
 
 @pytest.fixture
@@ -358,3 +362,163 @@ def test_a_real_training_run_on_the_worker_mirrors_what_the_trainer_reports(worl
     assert {e["step"]: e["reward/mean"] for e in logs} == pytest.approx(studio)
     traces = SQLiteStorage.get_traces("worker-test", f"demo-{run.pk}")
     assert sorted(t["step"] for t in traces) == [1, 1, 1, 2, 2, 2]
+
+
+# --- a secret goes only to the server it was set for ------------------------------------------------
+
+TOKEN = "mlflow-token-of-the-owners-0123456789"  # noqa: S105 - a test value, valid nowhere
+
+
+class Recorder:
+    """A real HTTP server in front of the MLflow server that records every request's method, path and
+    headers, then passes it on: one stands for the owners' tracking server, another for an editor's."""
+
+    def __init__(self, upstream: str) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.seen: list[tuple[str, str, dict[str, str]]] = []
+        self.upstream = httpx.Client(base_url=upstream, timeout=30)
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _pass(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                recorder.seen.append((self.command, self.path, dict(self.headers)))
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                answer = recorder.upstream.request(self.command, self.path, content=body, headers=headers)
+                self.send_response(answer.status_code)
+                for key in ("Content-Type",):
+                    if key in answer.headers:
+                        self.send_header(key, answer.headers[key])
+                self.send_header("Content-Length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _pass
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def tokens(self) -> list[str]:
+        return [h.get("Authorization", "") for _, _, h in self.seen if TOKEN in h.get("Authorization", "")]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.upstream.close()  # no connection left open for the MLflow server to wait on as it stops
+
+
+@pytest.fixture
+def servers(mlflow_server):
+    own, editors = Recorder(mlflow_server), Recorder(mlflow_server)
+    yield own, editors
+    own.close()
+    editors.close()
+
+
+@pytest.fixture
+def experiment_run(world, tmp_path):
+    from studio.datasets import storage
+    from studio.datasets.models import Dataset
+    from studio.experiments.models import Experiment
+    from studio.rubrics.models import Rubric
+    from studio.runs.models import Run
+    from tests.studio.base import ROWS, RUBRIC, write_jsonl
+
+    team, run = world
+    dataset = Dataset(team=team, name="qa.jsonl", source="server_file", format="jsonl",
+                      path=str(write_jsonl(tmp_path / "qa.jsonl", ROWS)))  # fmt: skip
+    storage.refresh(dataset)
+    dataset.save()
+    rubric = Rubric.objects.create(team=team, name="Correct", spec=RUBRIC, created_by=run.created_by)
+    experiment = Experiment.objects.create(team=team, name="bound", dataset=dataset, rubric=rubric,
+                                           model_path="/models/tiny", created_by=run.created_by)  # fmt: skip
+    Run.objects.filter(pk=run.pk).update(experiment=experiment)
+    run.refresh_from_db()
+    return team, experiment, run
+
+
+def mlflow_settings(uri: str, secret: str = "tok") -> dict:
+    return {"inherit": False, "settings": {"mlflow": {"enabled": True, "tracking_uri": uri, "experiment": "bound",
+            "auth": "token" if secret else "none", "secret": secret}, "rollouts_per_step": 1}}  # fmt: skip
+
+
+def mirror_only(run, steps: int = 1) -> None:
+    mirror = mirroring.start(run)
+    assert mirror is not None
+    train(mirror.wrap(MemoryReporter()), steps)
+    mirror.close("succeeded", timeout_s=60)
+
+
+def test_the_owners_secret_reaches_only_its_own_server_and_an_editor_cannot_move_it(experiment_run, servers):
+    from django.contrib.auth import get_user_model
+    from mlflow import MlflowClient
+    from rest_framework.test import APIClient
+
+    from studio.tracking.models import ExperimentMirror
+
+    team, experiment, run = experiment_run
+    own, editors = servers
+    alice, bob = get_user_model().objects.get(username="alice"), people.person("bob")  # the owner, an editor
+    owner, editor = APIClient(), APIClient()
+    owner.force_login(alice)
+    editor.force_login(bob)
+    made = owner.post(f"/api/teams/{team.pk}/tracker-secrets/",
+                      {"name": "tok", "kind": "mlflow", "value": TOKEN, "endpoint": own.url}, format="json")  # fmt: skip
+    assert made.status_code == 201, made.content
+    url = f"/api/experiments/{experiment.pk}/mirror-settings/"
+    assert owner.put(url, mlflow_settings(own.url), format="json").status_code == 200
+
+    # The owners' server: the token goes with every call (the tracking API and the artifact uploads).
+    mirror_only(run)
+    assert status(run, "mlflow").state == "done", status(run, "mlflow").last_error
+    assert own.tokens() and len(own.tokens()) == len(own.seen)
+
+    # An editor pointing the mirror at a server of their own is refused, and nothing changes.
+    refused = editor.put(url, mlflow_settings(editors.url), format="json")
+    assert refused.status_code == 403
+    assert "is an owner's action" in refused.json()["detail"]
+    assert services.experiment_settings(experiment)[1].mlflow.tracking_uri == own.url
+
+    # Settings that point elsewhere all the same (a row written past the API): the worker sends nothing there.
+    row = ExperimentMirror.objects.get(experiment=experiment)
+    row.settings["mlflow"]["tracking_uri"] = editors.url
+    row.save()
+    assert mirroring.start(run) is None
+    assert "is sent there only, not to" in status(run, "mlflow").last_error
+    assert editors.seen == []
+    row.settings["mlflow"]["tracking_uri"] = own.url
+    row.save()
+
+    # Checked right before sending: the secret bound anew (to the editor's server) after the mirror started
+    # is not sent to the server the mirror was started with, nor anywhere else.
+    sent_before = len(own.tokens())
+    mirror = mirroring.start(run)
+    services.set_secret(team, "tok", "mlflow", TOKEN, endpoint=editors.url)
+    train(mirror.wrap(MemoryReporter()), 1)
+    mirror.close("succeeded", timeout_s=60)
+    st = status(run, "mlflow")
+    assert st.state == "failed" and "not sent" in st.last_error, st.last_error
+    assert len(own.tokens()) == sent_before and editors.seen == []
+    services.set_secret(team, "tok", "mlflow", TOKEN, endpoint=own.url)
+
+    # The owner moves the mirror: the secret bound to the old server is cleared, and the next write works there
+    # without it.
+    moved = owner.put(url, mlflow_settings(editors.url), format="json")
+    assert moved.status_code == 200, moved.content
+    assert set(moved.json()["cleared"]) == {"mlflow.secret"}
+    mirror_only(run, steps=2)
+    assert status(run, "mlflow").state == "done", status(run, "mlflow").last_error
+    assert editors.seen and editors.tokens() == []  # the new server got the run, never the token
+    assert all("Authorization" not in h for _, _, h in editors.seen)
+    client = MlflowClient(tracking_uri=own.url)
+    [found] = client.search_runs([client.get_experiment_by_name("bound").experiment_id],
+                                 f"tags.`studio.run_id` = '{run.pk}'")  # fmt: skip
+    history = client.get_metric_history(found.info.run_id, "reward/mean")  # the first mirror's step 1, then these
+    assert sorted(m.step for m in history) == [1, 1, 2]

@@ -16,7 +16,7 @@ from django.db import connection
 from studio.runs.models import Run
 from studio.tracking import services
 from studio.tracking.models import DONE, FAILED, FAILING, OK, STARTING
-from studio.tracking.schema import SECRET_FIELDS, MirrorSettings
+from studio.tracking.schema import SECRET_FIELDS, MirrorSettings, secret_destination
 from trainers.report import Reporter, Rollout
 from workers.mirroring.registry import RunInfo, Tracker
 from workers.mirroring.trackers import tracker_class
@@ -74,8 +74,12 @@ class TrackerThread:
         try:
             section = getattr(self.settings, self.name)
             secret_name = getattr(section, SECRET_FIELDS[self.name])
-            # The secret is read and decrypted here, on the mirror thread, and lives only in the adapter.
-            secret = services.secret_value(self.team_id, secret_name) if secret_name else None
+            destination = secret_destination(self.name, section)
+            # The secret is read and decrypted here, on the mirror thread, right before the client that sends
+            # it starts, and only if it is bound to the server the client sends to; it lives only in the adapter.
+            secret = (
+                services.secret_for(self.team_id, secret_name, destination) if secret_name and destination else None
+            )
             adapter = tracker_class(self.name)(section, secret, self.settings)
             adapter.start(self.run)
         except Exception as exc:  # noqa: BLE001 - any failure of a tracker is shown, never raised into the run

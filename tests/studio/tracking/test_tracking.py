@@ -27,7 +27,8 @@ class TrackerSecretsTest(StudioTestCase):
             self.url(), {"name": "wb", "kind": "wandb", "value": KEY}, content_type="application/json"
         )
         self.assertEqual(made.status_code, 201, made.content)
-        self.assertEqual(set(made.json()), {"name", "kind", "created", "updated", "created_by"})
+        self.assertEqual(set(made.json()), {"name", "kind", "endpoint", "created", "updated", "created_by"})
+        self.assertEqual(made.json()["endpoint"], "https://api.wandb.ai:443")  # a W&B key's default server
         row = TrackerSecret.objects.get(team=self.team, name="wb")
         self.assertNotIn(KEY.encode(), bytes(row.ciphertext))
         self.assertEqual(services.secret_value(self.team.pk, "wb"), KEY)
@@ -144,3 +145,93 @@ class MirrorSettingsTest(StudioTestCase):
         self.assertEqual(
             [(m["tracker"], m["state"], m["dropped"]) for m in mirrors], [("mlflow", "failing", 4), ("wandb", "ok", 0)]
         )
+
+
+class SecretBindingTest(StudioTestCase):
+    """A secret is bound to the server it was set for; moving a mirror is an owner's action that clears it."""
+
+    OLD, NEW = "http://127.0.0.1:5000", "http://localhost:6000"
+
+    def put(self, url: str, body: dict):
+        return self.client.put(url, json.dumps(body), content_type="application/json")
+
+    def mlflow(self, uri: str, secret: str = "tok") -> dict:
+        auth = "token" if secret else "none"
+        return {"inherit": False, "settings": {"mlflow": {"enabled": True, "tracking_uri": uri, "auth": auth,
+                                                          "secret": secret}}}  # fmt: skip
+
+    def test_a_secret_names_its_server_which_must_be_a_trackers_endpoint(self):
+        self.client.force_login(self.alice)
+        url = f"/api/teams/{self.team.pk}/tracker-secrets/"
+        missing = self.client.post(url, {"name": "tok", "kind": "mlflow", "value": "v"}, format="json")
+        self.assertEqual(missing.status_code, 400)
+        self.assertIn("the server this secret may be sent to", missing.json()["endpoint"][0])
+        far = self.client.post(url, {"name": "tok", "kind": "mlflow", "value": "v",
+                                     "endpoint": "http://tracker.example.com"}, format="json")  # fmt: skip
+        self.assertIn("STUDIO_TRACKER_ENDPOINTS", far.json()["endpoint"][0])
+        made = self.client.post(url, {"name": "tok", "kind": "mlflow", "value": "v",
+                                      "endpoint": "HTTP://127.0.0.1:5000/"}, format="json")  # fmt: skip
+        self.assertEqual(made.status_code, 201, made.content)
+        self.assertEqual(made.json()["endpoint"], "http://127.0.0.1:5000")
+        self.assertFalse(TrackerSecret.objects.filter(team=self.team, endpoint="").exists())
+
+    def test_settings_naming_a_secret_set_for_another_server_are_refused(self):
+        services.set_secret(self.team, "tok", "mlflow", "v", endpoint=self.OLD)
+        self.client.force_login(self.alice)
+        url = f"/api/teams/{self.team.pk}/mirror-settings/"
+        other = {"enabled": True, "tracking_uri": self.OLD + "0"}  # the same host, another port
+        self.assertEqual(self.put(url, {"mlflow": other}).status_code, 200)
+        refused = self.put(url, {"mlflow": {**other, "auth": "token", "secret": "tok"}})
+        self.assertEqual(refused.status_code, 400)
+        self.assertIn(f"was set for {self.OLD} and is sent there only", refused.json()["mlflow.secret"][0])
+        self.assertEqual(services.team_defaults(self.team).mlflow.secret, "")  # nothing saved
+        moved = self.put(url, {"mlflow": {"enabled": True, "tracking_uri": self.OLD, "auth": "token", "secret": "tok"}})
+        self.assertEqual(moved.status_code, 200, moved.content)
+        self.assertEqual(moved.json()["cleared"], {})  # moved to the secret's own server: it stays
+        self.assertEqual(services.team_defaults(self.team).mlflow.secret, "tok")
+
+    def test_an_editor_cannot_move_a_mirror_and_an_owners_move_clears_its_secret(self):
+        services.set_secret(self.team, "tok", "mlflow", "v", endpoint=self.OLD)
+        services.save_experiment_settings(self.experiment, False, self.mlflow(self.OLD)["settings"])
+        url = f"/api/experiments/{self.experiment.pk}/mirror-settings/"
+        self.client.force_login(self.bob)  # an editor
+        moved = self.put(url, self.mlflow(self.NEW))
+        self.assertEqual(moved.status_code, 403)
+        self.assertIn("mlflow.tracking_uri) is an owner's action", moved.json()["detail"])
+        unsecret = self.put(url, self.mlflow(self.NEW, secret=""))  # without the secret: a move all the same
+        self.assertEqual(unsecret.status_code, 403)
+        switched_off = self.mlflow(self.NEW)
+        switched_off["settings"]["mlflow"]["enabled"] = False  # a tracker switched off moves too (on again later)
+        self.assertEqual(self.put(url, switched_off).status_code, 403)
+        self.assertEqual(services.experiment_settings(self.experiment)[1].mlflow.tracking_uri, self.OLD)
+        kept = self.put(url, {**self.mlflow(self.OLD), "settings": {**self.mlflow(self.OLD)["settings"],
+                                                                    "rollouts_per_step": 3}})  # fmt: skip
+        self.assertEqual(kept.status_code, 200, kept.content)  # the same server: editors change the rest
+        page = self.client.post(f"/experiments/{self.experiment.pk}/trackers/", {
+            "inherit": "0", "mlflow.enabled": "1", "mlflow.tracking_uri": self.NEW, "mlflow.experiment": "e",
+            "mlflow.auth": "token", "mlflow.secret": "tok", "rollouts_per_step": "8", "max_text_chars": "4000"})  # fmt: skip
+        self.assertEqual(page.status_code, 403)
+        self.assertContains(page, "is an owner&#x27;s action", status_code=403)
+        self.assertEqual(self.put(url, {"inherit": True}).status_code, 200)  # back to the owners' servers: open
+
+        self.client.force_login(self.alice)  # the owner
+        self.put(url, self.mlflow(self.OLD))
+        done = self.put(url, self.mlflow(self.NEW))
+        self.assertEqual(done.status_code, 200, done.content)
+        self.assertEqual(set(done.json()["cleared"]), {"mlflow.secret"})
+        saved = services.experiment_settings(self.experiment)[1].mlflow
+        self.assertEqual((saved.tracking_uri, saved.secret, saved.auth), (self.NEW, "", "none"))
+        services.set_secret(self.team, "new-tok", "mlflow", "v2", endpoint=self.NEW)  # its own secret: kept
+        again = self.put(url, self.mlflow(self.NEW, secret="new-tok"))
+        self.assertEqual((again.status_code, again.json()["cleared"]), (200, {}))
+
+    def test_an_owners_move_of_an_online_wandb_switches_it_off_until_a_key_for_the_new_server_is_set(self):
+        services.set_secret(self.team, "wb", "wandb", KEY)  # bound to W&B's own server
+        self.client.force_login(self.alice)
+        url = f"/api/teams/{self.team.pk}/mirror-settings/"
+        self.assertEqual(self.put(url, {"wandb": {"enabled": True, "api_key_secret": "wb"}}).status_code, 200)
+        moved = self.put(url, {"wandb": {"enabled": True, "api_key_secret": "wb", "base_url": "http://127.0.0.1:8080"}})
+        self.assertEqual(moved.status_code, 200, moved.content)
+        self.assertIn("switch wandb on again", moved.json()["cleared"]["wandb.api_key_secret"])
+        wandb = services.team_defaults(self.team).wandb
+        self.assertEqual((wandb.enabled, wandb.api_key_secret, wandb.base_url), (False, "", "http://127.0.0.1:8080"))
