@@ -45,7 +45,7 @@ from studio.experiments.specs import SpecError, validate
 from studio.fleet.models import WorkerNode
 from studio.runs.models import Run
 from trainers.access import DATA, ENDPOINT, MODEL, Named, PathPolicy, endpoint_error, named
-from trainers.models.loading import hub
+from trainers.models import hub
 from trainers.spec import EnvironmentSpec, RubricSpec, RunSpec, looks_local, model_folder_error, model_path_shape_error
 
 RUNS_FOLDER = "runs"  # DATA_DIR/runs/<run id>: see workers.tasks.run_spec
