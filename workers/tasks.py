@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 import signal
 import socket
 import threading
@@ -226,7 +227,12 @@ def _execute(run: Run, devices: list[str], reporter: DatabaseReporter, check: Ca
         error = "" if state != FAILED else _failure_text(detail, reporter)
         lifecycle.finish(run_id, state, detail=detail, error=error, attempt=attempt)
         return state
-    except Exception as exc:  # noqa: BLE001 - any failure of the run is recorded on the run
+    except BaseException as exc:  # noqa: BLE001 - any failure of the run is recorded on the run
+        # BaseException: torch's distributed checkpoint raises CheckpointException, a BaseException (a disk
+        # that fills while a checkpoint is written), which used to leave the run "running" until the sweeper
+        # failed it as lost and restarted it into the same failure. Only the interpreter's own exits pass.
+        if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+            raise
         log.exception("run %s failed", run_id)
         if not reported:
             reporter.log(traceback.format_exc())
@@ -236,9 +242,29 @@ def _execute(run: Run, devices: list[str], reporter: DatabaseReporter, check: Ca
             log.exception("could not flush the last reports of run %s", run_id)
         # A failure that explains itself in one line (a model the Hub would not give) is the run's error
         # alone; the traceback is in the log either way.
-        error = failure_detail(exc) if isinstance(exc, PlainFailure) else _failure_text(failure_detail(exc), reporter)
+        detail = failure_detail(exc) + disk_full_note(Path(settings.DATA_DIR) / "runs" / str(run_id))
+        error = detail if isinstance(exc, PlainFailure) else _failure_text(detail, reporter)
         lifecycle.finish(run_id, FAILED, error=error, attempt=attempt)
         return FAILED
+
+
+DISK_NEARLY_FULL_BYTES = 64 * 1024 * 1024
+
+
+def disk_full_note(folder: Path) -> str:
+    """What a failed run's error adds when under DISK_NEARLY_FULL_BYTES are free where its folder is: a write
+    that ran out of space often says so only as a library's own error (torch's zip writer: "unexpected pos
+    704 vs 598"); "" otherwise."""
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if existing is None:
+        return ""
+    try:
+        free = shutil.disk_usage(existing).free
+    except OSError:
+        return ""
+    if free >= DISK_NEARLY_FULL_BYTES:
+        return ""
+    return f" (the disk that holds the run's folder is full: {free / 2**20:.1f} MiB free)"
 
 
 @contextlib.contextmanager

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import time
+from unittest import mock
 
 import pytest
 
@@ -58,6 +60,25 @@ class ExecuteRunTest(StudioTestCase):
         lines = [e.payload["line"] for e in run.events.filter(kind="log")]
         tracebacks = [line for line in lines if line.startswith("Traceback (most recent call last)")]
         self.assertEqual(len(tracebacks), 1)  # the trainer's, not logged again by the task
+
+    def test_a_checkpoint_write_that_fails_ends_the_run_failed_saying_the_disk_is_full(self):
+        # torch's distributed checkpoint raises CheckpointException, a BaseException, when a write fails (a
+        # full disk: bench/fault_disk_full.py fills a real one); it left the run "running" until swept as lost.
+        # The trainer stands in for a real full disk here: the failure is raised where it would be.
+        from torch.distributed.checkpoint.api import CheckpointException
+
+        run = self.demo_run()
+        failure = CheckpointException("write", {0: (RuntimeError("unexpected pos 704 vs 598"), None)})
+        full = shutil._ntuple_diskusage(total=2**27, used=2**27, free=0)
+        with (
+            mock.patch("trainers.run.loop.train", side_effect=failure),
+            mock.patch("shutil.disk_usage", return_value=full),
+        ):
+            self.assertEqual(execute_run(run.pk, "test-worker"), "failed")
+        run.refresh_from_db()
+        self.assertEqual(run.state, "failed")
+        self.assertIn("CheckpointException", run.error)
+        self.assertIn("the disk that holds the run's folder is full: 0.0 MiB free", run.error)
 
     def test_a_hub_model_that_cannot_be_downloaded_ends_the_run_with_one_line_and_the_traceback_in_the_log(self):
         # No network here (and where there is one, the Hub has no such model): either way, one look at the
@@ -154,7 +175,9 @@ class ExecuteRunTest(StudioTestCase):
         # The run page shows it as a banner; the runs list says it beside a run that is still going.
         self.client.force_login(self.carol)
         page = self.client.get(f"/runs/{run.pk}/").content.decode()
-        self.assertIn("data-run-warning >⚠ <span data-run-warning-text>scoring failed: criterion &#x27;broken&#x27;", page)
+        self.assertIn(
+            "data-run-warning >⚠ <span data-run-warning-text>scoring failed: criterion &#x27;broken&#x27;", page
+        )
         self.assertIn(f"scoring failed · broken {total}/{total}</span>", page)
         Run.objects.filter(pk=run.pk).update(state="running", error="")
         listed = self.client.get("/runs/")
