@@ -27,6 +27,7 @@ from studio.runs.models import (
     RunRestart,
     with_action_facts,
 )
+from studio.sharing.share_view import ShareViewMixin
 
 EVENTS_MAX = 1000
 EXPORT_TARGETS = list(exports.TARGETS)  # named here: inside RunViewSet, `exports` is its action
@@ -146,7 +147,7 @@ class CloneRunSerializer(serializers.Serializer):
     id_parameter("team", "Only this team's runs."), id_parameter("experiment", "Only this experiment's runs."),
     OpenApiParameter("state", str, enum=[s for s, _ in STATES]), OpenApiParameter("kind", str, enum=[k for k, _ in KINDS]),
 ]))  # fmt: skip
-class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class RunViewSet(ShareViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Runs (launched from experiments). Filters: ?team=&experiment=&state=&kind=."""
 
     serializer_class = RunSerializer

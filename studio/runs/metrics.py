@@ -20,6 +20,7 @@ from studio.lib.params import QueryError, number_param
 from studio.runs.access import readable_run
 from studio.runs.downsample import DEFAULT_POINTS, MAX_POINTS
 from studio.runs.series import X_COLUMNS, Window, metric_keys, run_series
+from studio.sharing.share_view import ShareViewMixin
 
 
 def window_from(params) -> Window:
@@ -48,7 +49,7 @@ SERIES = inline_serializer("RunMetrics", {
 })  # fmt: skip
 
 
-class RunMetricsView(APIView):
+class RunMetricsView(ShareViewMixin, APIView):
     # Access is decided by readable_run: team members, or anyone holding a live share link.
     permission_classes = [AllowAny]
 

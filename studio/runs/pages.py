@@ -20,6 +20,7 @@ from studio.lib.errors import Refused
 from studio.runs import exports, lifecycle, panels, prompt_stat_query, provenance, queueing, rollout_query
 from studio.runs.models import PROMPT_STATUSES, Run, RunEvent
 from studio.sharing.models import ShareLink
+from studio.sharing.share_view import share_view
 
 LOG_TAIL = 200
 # The runs tables' buttons (runs/table.html) without JavaScript; with it, run_actions.js calls the API.
@@ -106,8 +107,9 @@ def render_run_page(request: HttpRequest, run: Run, *, role: str | None, share: 
     # An asynchronous run says that it is not bit-reproducible (its settings, not its metrics, decide).
     context = {"run": run, "config": config, "share": share, "can_edit": can_edit, "restarts": restarts, "queue": queue,
                "resumed": lineage[-1] if lineage else None, "asynchrony": asynchrony_note(run.spec), **facts}  # fmt: skip
-    template = "share/run.html" if share else "runs/detail.html"
-    return render(request, template, context)
+    if share:  # a share link's reader: the same page, without host names or server paths
+        return render(request, "share/run.html", share_view(context, run))
+    return render(request, "runs/detail.html", context)
 
 
 def render_prompts_page(request: HttpRequest, run: Run, *, share: ShareLink | None) -> HttpResponse:
@@ -126,7 +128,8 @@ def render_prompts_page(request: HttpRequest, run: Run, *, share: ShareLink | No
         "statuses": dict(PROMPT_STATUSES),
         "prompt_param": rollout_query.PROMPT,
     }
-    return render(request, "runs/prompts.html", {"run": run, "config": config, "share": share, "run_url": run_url})
+    context = {"run": run, "config": config, "share": share, "run_url": run_url}
+    return render(request, "runs/prompts.html", share_view(context, run) if share else context)
 
 
 @login_required

@@ -31,6 +31,7 @@ from studio.runs.access import readable_run, viewable_run
 from studio.runs.models import Rollout, Run
 from studio.sharing.compare import differences
 from studio.sharing.models import TAG_MAX, TEXT_MAX, Note, ShareLink, notes_changed
+from studio.sharing.share_view import ShareViewMixin
 
 MAX_COMPARE = 12
 NOTES_LIMIT = 500
@@ -84,7 +85,7 @@ COMPARED = inline_serializer("Comparison", {
 RUN_ID = id_parameter("run_id", "The run.", OpenApiParameter.PATH)
 
 
-class RunNotesView(APIView):
+class RunNotesView(ShareViewMixin, APIView):
     # Reads: readable_run decides (members, or a share link). Writes: signed in (anonymous: 403,
     # as everywhere in the API), then check(..., EDIT).
     permission_classes = [IsAuthenticatedOrReadOnly]

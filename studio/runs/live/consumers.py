@@ -11,6 +11,10 @@ seq exactly once and in order.
 Messages without a seq are hints, not stored events: `notes` (a note was added or
 deleted: re-read them).
 
+A socket opened with a share link (by someone not in the run's team) is sent share views only: every
+message goes through studio.sharing.share_view on its way out (`send_json`), replayed or live, so a
+checkpoint's folder or a log line's worker name never reaches it.
+
 The channel layer (Redis) may go away while the socket is open, and come back empty (an embedded
 Redis keeps nothing across a restart), its group memberships gone. A layer that fails (connection
 refused, reset, timed out) closes the socket with CLOSE_LAYER_LOST, so the page reconnects from its
@@ -35,10 +39,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from studio.lib import json_limits
-from studio.runs.access import viewable_run
+from studio.runs.access import run_access, viewable_run
 from studio.runs.events import group_name
 from studio.runs.live.groups import user_group
 from studio.runs.models import RunEvent
+from studio.sharing.share_view import ShareView, known_hosts
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +68,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
     run_id: int
     cursor: int = 0
     share_token: str | None = None
+    share_view: ShareView | None = None  # set for a share link's reader: what it is sent goes through it
     joined: tuple[str, ...] = ()
     rejoining: asyncio.Task | None = None
 
@@ -89,7 +95,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         # would be sent to a group this socket is not in yet, and the socket would stay open.
         # What arrives meanwhile waits in the channel until connect returns.
         await self._join(group_name(self.run_id), *([user_group(user.pk)] if user and user.is_authenticated else []))
-        run = await self._viewable()
+        run, shared = await database_sync_to_async(run_access)(user, self.run_id, self.share_token)
+        if shared:
+            self.share_view = ShareView(await database_sync_to_async(known_hosts)(run))
         await self.accept()
         if run is None:
             await self._deny()
@@ -159,6 +167,10 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
     async def run_notes_changed(self, message: dict[str, Any]) -> None:
         """A note on the run was added or deleted; the page re-reads the notes it may see."""
         await self.send_json({"kind": "notes", "data": {"note": message.get("note")}})
+
+    async def send_json(self, content: Any, close: bool = False) -> None:
+        """Every message this socket sends; a share link's reader gets its share view."""
+        await super().send_json(self.share_view(content) if self.share_view is not None else content, close)
 
     async def _viewable(self):
         """The run if this socket's user or share link may see it, else None (two or three queries)."""

@@ -45,14 +45,14 @@ async def open_socket(run, token=None, user=None) -> WebsocketCommunicator:
 
 async def test_a_link_revoked_right_after_the_access_check_still_closes_the_socket(monkeypatch):
     run, link, _ = await setup_run()
-    checked = consumers.viewable_run
+    checked = consumers.run_access  # the connect's access check (which also says whether it is a share link's)
 
     def check_then_revoke(user, run_id, share_token=None):
         found = checked(user, run_id, share_token)
         link.revoke()  # committed (and announced) before the consumer goes on
         return found
 
-    monkeypatch.setattr(consumers, "viewable_run", check_then_revoke)
+    monkeypatch.setattr(consumers, "run_access", check_then_revoke)
     guest = await open_socket(run, link.token)
     assert (await guest.receive_json_from(timeout=3))["kind"] == "hello"
     assert await guest.receive_output(timeout=3) == CLOSED
