@@ -23,6 +23,12 @@ Paths (`PathPolicy.check`):
 Endpoints (`endpoint_error`): an http(s) URL whose host (and port or scheme, where the entry
 names them) is on the operator's list; "*" allows any.
 
+Who applies it: the studio, for a team, when a setting is saved or launched, and its worker again
+before the run reads anything (studio.experiments.paths); a run started without the studio
+(`python -m trainers run|eval`) applies it itself at its start (`refusals` with `standalone_policy`):
+the same checks on the same fields, with the folders the studio's own settings name
+(STUDIO_DATASET_ROOTS, STUDIO_DATA_DIR, STUDIO_ALLOWED_ENDPOINTS) where they are set.
+
 Which settings are paths or endpoints is declared beside each field, not listed here: a field
 whose ``json_schema_extra`` holds ``{"x-user-path": DATA | MODEL | ENDPOINT}`` (with
 ``"x-when": {field: value}`` when it is one only for some settings, and ``"x-keywords"`` for words
@@ -54,6 +60,11 @@ WHEN = "x-when"  # {other field: value}: the field names one only when those set
 KEYWORDS = "x-keywords"  # values that are words, not paths ("latest")
 
 MAX_FILES = 100_000
+# The studio's settings, read by a run started on its own (`standalone_policy`): the same names.
+ROOTS_ENV = "STUDIO_DATASET_ROOTS"  # comma-separated folders data may be read from (unset: anywhere)
+DATA_DIR_ENV = "STUDIO_DATA_DIR"  # the studio's data folder (unset: the checkout's var/, its default)
+ENDPOINTS_ENV = "STUDIO_ALLOWED_ENDPOINTS"  # comma-separated (unset: not checked)
+DEMO_FOLDER = "demo"  # inside the data folder: the demo's files, which any run may read
 
 
 def marks(kind: str, *, when: dict[str, Any] | None = None, keywords: Sequence[str] = ()) -> dict[str, Any]:
@@ -274,3 +285,44 @@ def key_server(variable: str, environ: Mapping[str, str] | None = None) -> str:
     environ = os.environ if environ is None else environ
     server = environ.get(key_server_variable(variable), "").strip()
     return server or (OPENAI_SERVER if variable == "OPENAI_API_KEY" else "")
+
+
+def _env_list(name: str) -> list[str] | None:
+    raw = os.environ.get(name)
+    return None if raw is None else [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def standalone_policy() -> PathPolicy:
+    """The policy of a run started without the studio: data under STUDIO_DATASET_ROOTS where that is set
+    (anywhere else), nothing inside the studio's data folder (STUDIO_DATA_DIR, else the checkout's var/)
+    but its demo folder, and everywhere the same checks of what a folder holds (regular files only, each
+    judged by where it really lies)."""
+    roots = _env_list(ROOTS_ENV)
+    data_dir = Path(os.environ.get(DATA_DIR_ENV) or Path(__file__).resolve().parents[1] / "var").resolve()
+    demo = data_dir / DEMO_FOLDER
+    why = f"the studio's data folder ({data_dir}), which holds its secrets and every team's files"
+    return PathPolicy(
+        roots=tuple(Path(r).resolve() for r in roots) if roots is not None else (Path("/"),),
+        forbidden={data_dir: why},
+        allowed_inside=lambda path, kind: path == demo or demo in path.parents,
+    )
+
+
+def refusals(
+    section: BaseModel, policy: PathPolicy, *, is_local: Callable[[str], bool] = lambda raw: True,
+    endpoints: Sequence[str] | None = None, base: Path | None = None,
+) -> dict[str, str]:  # fmt: skip
+    """{dotted field: why} for every path and endpoint `section` names that `policy` refuses. A MODEL value
+    that `is_local` says is no folder (a hub id) is not a path; endpoints are checked against `endpoints`
+    (None: not checked)."""
+    errors: dict[str, str] = {}
+    for item in named(section):
+        if item.kind == ENDPOINT:
+            error = endpoint_error(item.value, endpoints) if endpoints is not None else None
+        elif item.kind == MODEL and not is_local(item.value):
+            error = None
+        else:
+            error = policy.error(item.value, item.kind, base)
+        if error:
+            errors[item.field] = error
+    return errors

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -23,13 +24,14 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import ValidationError
 
+from trainers.access import ENDPOINTS_ENV, refusals, standalone_policy
 from trainers.data.readers import DataError, read_records
 from trainers.demos.demo import demo_spec, make_demo_dataset
 from trainers.demos.tiny import build_tiny_model
 from trainers.models.pretrained import PACKAGED, SMOLLM2, PretrainedError, install
 from trainers.report import JsonlReporter
 from trainers.rewards.rubric import score_pairs
-from trainers.spec import RunSpec, apply_preset, validation_errors
+from trainers.spec import RunSpec, apply_preset, looks_local, validation_errors
 
 if TYPE_CHECKING:
     from trainers.scale.distributed import DistInfo
@@ -79,6 +81,17 @@ def read_pairs(path: str | Path) -> list[dict[str, Any]]:
         raise BadInput(str(exc)) from None
 
 
+def check_paths(spec: RunSpec, source: str | Path) -> None:
+    """The path policy (trainers.access), applied by the run itself since no studio checked it: BadInput
+    naming every path (data, model, a search tool's documents, a judge model) or endpoint it refuses."""
+    allowed = os.environ.get(ENDPOINTS_ENV)
+    endpoints = [e.strip() for e in allowed.split(",") if e.strip()] if allowed is not None else None
+    errors = refusals(spec, standalone_policy(), is_local=looks_local, endpoints=endpoints)
+    if errors:
+        lines = "\n".join(f"  {field}: {why}" for field, why in errors.items())
+        raise BadInput(f"{source}: refused by the path policy before reading anything:\n{lines}")
+
+
 # ---------------------------------------------------------------- commands
 
 
@@ -123,6 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         spec.optim.total_steps = args.steps
     if args.resume:
         spec.checkpoint.resume_from = args.resume
+    check_paths(spec, args.spec)
     progress = not args.quiet and dist_info().is_main
     reporter = JsonlReporter(spec.checkpoint.output_dir, total=spec.optim.total_steps, progress=progress)
     stop = StopFlag()
@@ -154,6 +168,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     if args.checkpoint:
         spec.eval.checkpoint = args.checkpoint
+    check_paths(spec, args.spec)
     reporter = JsonlReporter(spec.checkpoint.output_dir, prefix="eval_", progress=False)
     stop = StopFlag()
     stop.install()
