@@ -1,10 +1,12 @@
 """The library's layout holds: no import circle inside `trainers/` (counting imports inside
 functions and under TYPE_CHECKING, and the package `__init__` modules an import runs), imports
 inside functions only where they defer something heavy and say so, and a settings package that
-loads no runtime code."""
+loads no runtime code; modules and classes small unless a module says why, and few modules at the
+top of the package."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -83,3 +85,26 @@ def test_the_settings_load_no_runtime_code(statement):
     runtime = [m for m in loaded if any(m == r or m.startswith(r + ".") for r in RUNTIME)]
     assert runtime == []
     assert any(m.startswith("trainers.") for m in loaded)  # the check ran against the real package
+
+
+LONG_REASON = "Why this module is long:"  # in a module's docstring: the reason it is over the bounds below
+MAX_MODULE_LINES, MAX_CLASS_LINES, MAX_TOP_LEVEL_MODULES = 600, 400, 8
+
+
+def test_modules_and_classes_stay_small_unless_their_module_says_why():
+    too_long = []
+    for module, path in MODULES.items():
+        text = path.read_text()
+        if LONG_REASON in (ast.get_docstring(ast.parse(text)) or ""):
+            continue
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            too_long.append(f"{module}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
+                too_long.append(f"{module}.{node.name}: {node.end_lineno - node.lineno + 1} lines")
+    assert too_long == []
+
+
+def test_the_top_of_trainers_holds_only_what_every_stage_uses():
+    top = sorted(p.name for p in (ROOT / "trainers").glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, top

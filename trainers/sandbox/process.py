@@ -1,5 +1,8 @@
 """Running untrusted code (user reward functions, model-written programs) in a separate process.
 
+Why this module is long: it is the host side of one trust boundary (how the sandbox is built, and how
+what comes back is read), kept in one place to be read and reviewed as a whole.
+
 Nothing here executes user code in the calling process. Each sandbox is a fresh
 `python -I trainers/sandbox/_child.py` process, started under bubblewrap (`bwrap`,
 Debian's `bubblewrap` package), and gets:
