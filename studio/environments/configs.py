@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from studio.lib import json_limits
 from trainers.rollout.environments.catalog import ENVIRONMENT_KINDS
 from trainers.spec import EnvironmentSpec, validation_errors
 
@@ -27,6 +28,9 @@ def validate_environment(config: Any) -> dict[str, Any]:
     if not isinstance(kind, str) or kind not in ENVIRONMENT_KINDS:
         raise ConfigError({"kind": f"unknown environment kind {kind!r}; known: {', '.join(ENVIRONMENT_KINDS.names())}"})
     try:
-        return EnvironmentSpec.model_validate(config).model_dump(mode="json")
+        checked = EnvironmentSpec.model_validate(config).model_dump(mode="json")
     except ValidationError as exc:
         raise ConfigError(validation_errors(exc)) from None
+    if errors := json_limits.non_finite_errors(checked):
+        raise ConfigError(errors)
+    return checked

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from studio.lib import json_limits
 from studio.lib.errors import FieldErrors
 from trainers.spec import AsyncSpec, RunSpec, validation_errors
 
@@ -19,9 +20,12 @@ class SpecError(FieldErrors, ValueError):
 def validate(config: dict[str, Any]) -> dict[str, Any]:
     """The validated, JSON-ready spec dict; raises SpecError naming each bad field."""
     try:
-        return RunSpec.model_validate(config).model_dump(mode="json")
+        spec = RunSpec.model_validate(config).model_dump(mode="json")
     except ValidationError as exc:
         raise SpecError(validation_errors(exc)) from None
+    if errors := json_limits.non_finite_errors(spec):
+        raise SpecError(errors)
+    return spec
 
 
 def _sections() -> dict[str, bool]:

@@ -102,6 +102,16 @@ class BoundedJSONDecoder(json.JSONDecoder):
             raise JSONLimitError("depth", "the JSON nests too deeply (STUDIO_JSON_MAX_DEPTH)") from None
 
 
+NOT_FINITE = 'not a finite number: JSON stores no Infinity or NaN (a text like "inf" reads as one)'
+
+
+def non_finite_errors(value: Any) -> dict[str, str]:
+    """{path: why} for the first infinite or NaN float in a validated value, or {}: a schema that
+    reads the text "inf" as a float passes it, and the database's JSON check would then fail."""
+    where = find_non_finite(value)
+    return {} if where is None else {where: NOT_FINITE}
+
+
 def find_non_finite(value: Any, path: str = "") -> str | None:
     """The path ("lr", "tools[2].x") of the first infinite or NaN float in a value of dicts and lists,
     or None. Walks with a stack of its own: a value may nest as deeply as it was built."""

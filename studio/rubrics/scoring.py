@@ -12,6 +12,7 @@ from studio.celery import SCORE_RUBRIC_TASK, SCORING_STATE
 from studio.celery import app as celery_app
 from studio.experiments import paths
 from studio.fleet.queues import task_queue, unanswered_reason
+from studio.lib import json_limits
 from studio.lib.errors import FieldErrors
 from trainers.spec import RubricSpec, validation_errors
 
@@ -32,9 +33,12 @@ class TryError(FieldErrors, ValueError):
 
 def validate_rubric(spec: Any) -> dict[str, Any]:
     try:
-        return RubricSpec.model_validate(spec).model_dump(mode="json")
+        checked = RubricSpec.model_validate(spec).model_dump(mode="json")
     except ValidationError as exc:
         raise TryError({f"spec.{k}": v for k, v in validation_errors(exc).items()}) from None
+    if errors := json_limits.non_finite_errors(checked):
+        raise TryError({f"spec.{k}": v for k, v in errors.items()})
+    return checked
 
 
 def rubric_warnings(spec: Any) -> dict[str, str]:

@@ -16,8 +16,10 @@ from rest_framework.test import APIClient
 
 from studio.lib import json_limits
 from studio.lib.fields import JSONField, finite_json
+from studio.rubrics.models import Rubric
 from studio.runs.models import Rollout, Run
 from tests.studio import people
+from tests.studio.base import RUBRIC, StudioTestCase
 from tests.studio.people import PASSWORD
 
 DEEP = "[" * 100_000 + "]" * 100_000  # Python's parser recursed once per level: RecursionError, a 500
@@ -158,8 +160,6 @@ def test_ingest_validation_refuses_non_finite_settings_and_arguments_built_in_py
 
 @pytest.mark.django_db
 def test_a_deep_json_field_in_a_form_body_is_refused_naming_the_field(alice, team):
-    from studio.rubrics.models import Rubric
-
     rubric = Rubric.objects.create(team=team, name="r", spec={"criteria": []}, created_by=alice)
     client = APIClient()
     client.force_authenticate(alice)
@@ -205,3 +205,28 @@ async def test_a_deep_websocket_message_is_answered_with_why_and_the_socket_stay
     await communicator.send_json_to({"kind": "ping"})
     assert (await communicator.receive_json_from(timeout=5))["kind"] == "pong"
     await communicator.disconnect()
+
+
+# --- settings a schema validated: the text "inf" reads as a float there ---------------------------------
+
+
+class ValidatedSettingsTest(StudioTestCase):
+    def test_an_experiment_config_whose_text_reads_as_infinity_is_a_400_naming_the_field(self):
+        api = self.client_for(self.alice)
+        for text in ("inf", "nan", "1e999"):
+            config = {"optim": {"total_steps": 5}, "algorithm": {"overlong_penalty_factor": text}}
+            answer = api.patch(f"/api/experiments/{self.experiment.pk}/", {"config": config}, format="json")
+            self.assertEqual(answer.status_code, 400, answer.content)
+            why = str(answer.json()["algorithm.overlong_penalty_factor"])
+            self.assertIn("greater than or equal to 0" if text == "nan" else "not a finite number", why)
+        self.experiment.refresh_from_db()
+        self.assertEqual(self.experiment.config, {"optim": {"total_steps": 5}})  # kept as it was
+        self.assertEqual(api.get(f"/api/experiments/{self.experiment.pk}/").status_code, 200)
+
+    def test_a_rubric_whose_pass_threshold_reads_as_infinity_is_a_400_naming_it(self):
+        api = self.client_for(self.alice)
+        spec = {**RUBRIC, "pass_threshold": "-inf"}
+        answer = api.post("/api/rubrics/", {"team": self.team.pk, "name": "w", "spec": spec}, format="json")
+        self.assertEqual(answer.status_code, 400, answer.content)
+        self.assertIn("not a finite number", answer.json()["spec"]["pass_threshold"])
+        self.assertFalse(Rubric.objects.filter(name="w").exists())

@@ -184,3 +184,29 @@ def test_https_settings_and_the_lockout_come_from_the_environment():
     assert secure["SECURE_PROXY_SSL_HEADER"] == "('HTTP_X_FORWARDED_PROTO', 'https')"
     assert secure["SECURE_SSL_REDIRECT"] == "False"  # the proxy redirects; the launcher's checks use plain HTTP
     assert (secure["AXES_FAILURE_LIMIT"], secure["AXES_COOLOFF_TIME"]) == ("5", "0:02:00")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.django_db(transaction=True)
+async def test_the_lockout_holds_through_the_studios_asgi_application(settings):
+    """The path daphne serves (django-axes' asynchronous middleware, a real CSRF check on the page)."""
+    import httpx
+    from channels.db import database_sync_to_async
+
+    from studio.asgi import application
+
+    settings.AXES_ENABLED, settings.AXES_FAILURE_LIMIT = True, 10
+    await database_sync_to_async(get_user_model().objects.create_user)("guessed", password=PASSWORD)
+    transport = httpx.ASGITransport(app=application, client=(ADDRESS, 5000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as web:
+        await web.get("/login/")
+        form = {"username": "guessed", "csrfmiddlewaretoken": web.cookies["csrftoken"]}
+        for i in range(GUESSES):
+            await web.post("/login/", data={**form, "password": f"guess-{i}"})
+        page = await web.post("/login/", data={**form, "password": PASSWORD})
+        assert page.status_code == 429 and "Too many failed sign-ins" in page.text
+        token = await web.post("/api/token/", json={"username": "guessed", "password": PASSWORD})
+        assert token.status_code == 429 and token.json()["locked"] is True
+        await database_sync_to_async(call_command)("axes_reset_username", "guessed")
+        token = await web.post("/api/token/", json={"username": "guessed", "password": PASSWORD})
+        assert token.status_code == 200, token.text
