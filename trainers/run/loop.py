@@ -46,6 +46,7 @@ from trainers.run import checkpoint, sft, validation
 from trainers.run.checkpoint import save_checkpoint
 from trainers.run.collection import GroupCollector
 from trainers.run.failure_watch import FailureWatch
+from trainers.run.learning_watch import LearningWatch
 from trainers.run.records import episode_rollout, step_group_ids
 from trainers.run.sampler import SamplerSync, sampling_copy, sampling_params
 from trainers.run.seeding import seed_everything
@@ -160,6 +161,7 @@ class Trainer:
         self.saved_at = time.monotonic()  # the clock of `every_n_minutes` starts with the run
         self.failures = FailureWatch(spec.reward.failure_warn_share, spec.reward.stop_after_failing_steps)
         self.tool_silence = ToolSilence(spec)
+        self.learning_watch = LearningWatch(spec)
         self.hinter = Hinter.from_spec(spec.curriculum, self.tokenizer) if spec.curriculum.hints else None
         self.collector = GroupCollector(
             spec, dist=self.dist, device=self.device, local_prompts=self.local_prompts, engine=self.engine,
@@ -210,6 +212,7 @@ class Trainer:
             # From the rates averaged over processes, so every process decides the same way.
             failed = self.failures.observe(self.step_count, metrics, self.reporter)
             self.tool_silence.observe(self.step_count, metrics, self.reporter)
+            self.learning_watch.observe(self.step_count, record.generated[: self.local_prompts], self.reporter)
             # Rollouts last: reporters may treat them as the end of the step (the worker flushes then).
             reporter.metrics(self.step_count, metrics)
             reporter.log(
