@@ -121,3 +121,53 @@ def test_a_script_with_a_hostile_name_still_builds_its_config():
     scope = {"__name__": "exported"}
     exec(compile(to_trl(spec).text, "export.py", "exec"), scope)  # noqa: S102 - checked: it runs no user text
     assert isinstance(scope["config"], trl.GRPOConfig) and scope["config"].run_name == escape("/nonexistent/marker")
+
+
+BUILT_IN_RUBRIC = [
+    {"name": "keywords", "kind": "contains", "params": {"keywords": ["Paris", 'x"""y'], "mode": "fraction"}},
+    {"name": "all_of", "kind": "contains", "params": {"keywords": ["a", "B"], "mode": "all", "case_sensitive": True}},
+    {"name": "clean", "kind": "contains", "params": {"keywords": ["sorry"], "mode": "any", "forbidden": True}},
+    {"name": "words", "kind": "length", "params": {"unit": "words", "target_min": 2, "target_max": 4, "slope": 0.25}},
+    {"name": "chars", "kind": "length", "params": {"unit": "chars", "target_min": 0, "target_max": 10, "slope": 0.01}},
+]
+COMPLETIONS = ["Paris", 'paris x"""Y is it', "a B", "Sorry, I can't", "one two three four five six seven", "", "a"]
+
+
+def exported_functions(script: str) -> dict:
+    """The script's reward functions, run without trl: its function definitions alone, compiled."""
+    tree = ast.parse(script)
+    module = ast.Module([n for n in tree.body if isinstance(n, ast.FunctionDef)], type_ignores=[])
+    scope: dict = {}
+    exec(compile(module, "export.py", "exec"), scope)  # noqa: S102 - the export's own functions, checked here
+    return scope
+
+
+def test_built_in_criteria_export_as_reward_functions_that_score_as_the_studio():
+    from trainers.rewards.criteria import CRITERIA
+    from trainers.rewards.sample import Sample
+
+    run = RunSpec.model_validate({"model": {"path": "/m"}, "data": {"path": "/d.jsonl"},
+                                  "rubric": {"criteria": BUILT_IN_RUBRIC}})  # fmt: skip
+    export = to_trl(run)
+    assert "rubric.criteria" not in {u.field for u in export.unmapped}  # carried over, scoring and all
+    functions = exported_functions(export.text)
+    for criterion in run.rubric.criteria:
+        scorer = CRITERIA.get(criterion.kind).from_params(criterion.params)
+        studio = [scorer.score_one(Sample(prompt="q", completion=c)).score for c in COMPLETIONS]
+        exported = functions[criterion.name]
+        assert exported(COMPLETIONS) == pytest.approx(studio), criterion.name
+        conversational = [[{"role": "assistant", "content": c}] for c in COMPLETIONS]  # TRL's chat completions
+        assert exported(conversational) == pytest.approx(studio), criterion.name
+    assert len(set(map(tuple, (functions[c.name](COMPLETIONS) for c in run.rubric.criteria)))) > 1
+
+
+def test_other_criteria_stay_stubs_that_say_what_to_write():
+    run = RunSpec.model_validate({"model": {"path": "/m"}, "data": {"path": "/d.jsonl"},
+                                  "rubric": {"criteria": [{"name": "right", "kind": "exact_match"},
+                                                          BUILT_IN_RUBRIC[3]]}})  # fmt: skip
+    export = to_trl(run)
+    functions = exported_functions(export.text)
+    with pytest.raises(NotImplementedError, match="criterion 'right'"):
+        functions["right"](["4"])
+    assert functions["words"](["two words"]) == [1.0]
+    assert "stub for each other criterion" in {u.field: u.why for u in export.unmapped}["rubric.criteria"]

@@ -28,6 +28,33 @@ SCALE_REWARDS = {"grpo": "group", "dr_grpo": "none", "group_mean_batch_std": "ba
 IS_MODES = {"tis": "token_truncate", "seq_tis": "sequence_truncate", "mis": "token_mask", "seq_mis": "sequence_mask",
             "icepop": "token_mask", "seq_icepop": "sequence_mask"}  # fmt: skip
 SCHEDULES = {"constant": "constant", "linear": "linear", "cosine": "cosine"}
+# Criterion kinds the script scores as the studio does (trainers.rewards.criteria.<kind>), written out in
+# plain Python over PARAMS (the criterion's params as a literal); every other kind is a stub to fill in.
+# TRL hands each completion as text, or for conversational prompts as [{"role": "assistant", "content": ...}].
+TEXT_OF = """def _text(completion):
+    return completion if isinstance(completion, str) else completion[-1]["content"]"""
+BUILT_IN = {
+    "contains": """    out = []
+    for completion in completions:
+        text = _text(completion) if PARAMS["case_sensitive"] else _text(completion).casefold()
+        found = [k for k in PARAMS["keywords"] if (k if PARAMS["case_sensitive"] else k.casefold()) in text]
+        if PARAMS["mode"] == "all":
+            hits = float(len(found) == len(PARAMS["keywords"]))
+        elif PARAMS["mode"] == "any":
+            hits = float(bool(found))
+        else:
+            hits = len(found) / len(PARAMS["keywords"])
+        out.append(1.0 - hits if PARAMS["forbidden"] else hits)
+    return out""",
+    "length": """    out = []
+    for completion in completions:
+        text = _text(completion)
+        n = len(text) if PARAMS["unit"] == "chars" else len(text.split())
+        low, high = PARAMS["target_min"], PARAMS["target_max"]
+        distance = low - n if n < low else n - high if n > high else 0
+        out.append(max(0.0, 1.0 - PARAMS["slope"] * distance) if distance else 1.0)
+    return out""",
+}
 
 
 def to_trl(spec: RunSpec, *, title: str = "") -> Export:
@@ -265,13 +292,18 @@ def _data(ledger: Ledger) -> dict[str, Any]:
 
 
 def _criteria(ledger: Ledger) -> list[dict[str, Any]]:
-    """One reward function per criterion (a stub to fill in), weighted as the rubric weights them."""
+    """One reward function per criterion (written out for the kinds in BUILT_IN, else a stub to fill in),
+    weighted as the rubric weights them."""
     criteria = ledger.value("rubric.criteria") or []
     combine = ledger.value("rubric.combine")
     if combine == "weighted_sum":
         ledger.take("rubric.combine")
-    ledger.unmapped_because("rubric.criteria", "TRL takes reward functions written in Python: the script has one "
-                            "stub per criterion, weighted by reward_weights; their scoring is not carried over")  # fmt: skip
+    if {c.get("kind") for c in criteria} <= set(BUILT_IN):
+        ledger.take("rubric.criteria")  # every criterion scores in the script as in the studio
+    else:
+        ledger.unmapped_because("rubric.criteria", "TRL takes reward functions written in Python: the script scores "
+                                f"the {' and '.join(sorted(BUILT_IN))} kinds as the studio does and has a stub for "
+                                "each other criterion, weighted by reward_weights")  # fmt: skip
     ledger.unmapped_because("rubric.formula", "TRL sums weighted rewards; a formula over criteria has no equivalent")
     return criteria
 
@@ -304,14 +336,19 @@ def _script(spec: RunSpec, title: str, config: dict[str, Any], lora: dict[str, A
              f"CONFIG = {literal(config)}", "", "config = GRPOConfig(**CONFIG)", ""]  # fmt: skip
     if lora:
         lines += [f"LORA = {literal(lora, indent=1)}", ""]
-    lines += ["", "# Reward functions: one per rubric criterion (the studio's scoring is not carried over: fill them in).",
-              "# TRL passes each dataset column by name (answer, and the extra fields) and sums them with reward_weights."]  # fmt: skip
+    lines += ["", "# Reward functions: one per rubric criterion (kinds written out here score as the studio does;",
+              "# the others are stubs to fill in). TRL passes each dataset column by name (answer, and the extra",
+              "# fields) and sums them with reward_weights."]  # fmt: skip
+    if any(c.get("kind") in BUILT_IN for c in criteria):
+        lines += ["", "", TEXT_OF]
     for name, criterion in zip(names, criteria, strict=True):
-        about = (
-            f"Criterion {criterion.get('name')!r} ({criterion.get('kind')}), params {criterion.get('params') or {}!r}."
-        )
-        lines += ["", "", f"def {name}(completions, **columns):", docstring(about, indent="    "),
-                  f"    raise NotImplementedError({literal(_stub_message(criterion))})"]  # fmt: skip
+        params = criterion.get("params") or {}
+        about = f"Criterion {criterion.get('name')!r} ({criterion.get('kind')}), params {params!r}."
+        lines += ["", "", f"def {name}(completions, **columns):", docstring(about, indent="    ")]
+        if criterion.get("kind") in BUILT_IN:
+            lines += [f"    PARAMS = {literal(params, indent=1, width=100)}", BUILT_IN[criterion["kind"]]]
+        else:
+            lines += [f"    raise NotImplementedError({literal(_stub_message(criterion))})"]
     lines += ["", "", f"REWARD_FUNCS = [{', '.join(names)}]"]
     if spec.algorithm.overlong_penalty:
         lines += ["# DAPO's soft overlong punishment, as the run had it:",
