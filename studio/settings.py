@@ -237,6 +237,7 @@ if timedelta(0) >= AXES_COOLOFF_TIME:
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "studio.accounts.lockout.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "studio.accounts.lockout.client_address"  # behind a proxy: the address it saw
 AXES_DISABLE_ACCESS_LOG = True  # counts failures only: no row written per successful sign-in
 AXES_VERBOSE = False
 
@@ -250,7 +251,11 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
 SECURE_SSL_REDIRECT = envbool("STUDIO_SSL_REDIRECT", False)
 SECURE_HSTS_SECONDS = envint("STUDIO_HSTS_SECONDS", 31_536_000 if HTTPS else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("STUDIO_HSTS_INCLUDE_SUBDOMAINS", False)
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if envbool("STUDIO_BEHIND_PROXY", HTTPS) else None
+# Behind one reverse proxy: its X-Forwarded-Proto says HTTPS, and the address it appended last to
+# X-Forwarded-For is the client's (for the sign-in lockout). Without one both headers are the client's
+# own words and are ignored.
+BEHIND_PROXY = envbool("STUDIO_BEHIND_PROXY", HTTPS)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_PROXY else None
 SESSION_COOKIE_HTTPONLY = True
 SECURE_CONTENT_TYPE_NOSNIFF = True  # Django's default, said here: static files get it too (studio.lib.static)
 

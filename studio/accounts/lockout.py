@@ -36,3 +36,15 @@ def lockout_response(request: HttpRequest, *args: Any) -> HttpResponse:
 
 def api_lockout_response() -> HttpResponse:
     return JsonResponse({"detail": lockout_message(), "locked": True}, status=LOCKED)
+
+
+def client_address(request: HttpRequest) -> str | None:
+    """AXES_CLIENT_IP_CALLABLE: where a sign-in comes from. Behind the studio's reverse proxy
+    (STUDIO_BEHIND_PROXY) every request comes from the proxy, so it is the address the proxy appended
+    last to X-Forwarded-For (the entries before it are the client's to write); otherwise REMOTE_ADDR,
+    and a client's own X-Forwarded-For cannot move it to a fresh count."""
+    if settings.BEHIND_PROXY:
+        forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
+        if forwarded[-1]:
+            return forwarded[-1]
+    return request.META.get("REMOTE_ADDR")

@@ -210,3 +210,26 @@ async def test_the_lockout_holds_through_the_studios_asgi_application(settings):
         await database_sync_to_async(call_command)("axes_reset_username", "guessed")
         token = await web.post("/api/token/", json={"username": "guessed", "password": PASSWORD})
         assert token.status_code == 200, token.text
+
+
+def test_a_guesser_cannot_reach_a_fresh_count_by_writing_x_forwarded_for(guessed, settings):
+    settings.BEHIND_PROXY = False
+    client = Client()
+    for i in range(settings.AXES_FAILURE_LIMIT):
+        client.post("/login/", {"username": "guessed", "password": f"g-{i}"}, REMOTE_ADDR=ADDRESS,
+                    HTTP_X_FORWARDED_FOR=f"10.0.0.{i}")  # fmt: skip
+    assert sign_in(client, PASSWORD).status_code == 429
+
+
+def test_behind_the_proxy_the_address_it_appended_is_the_one_locked(guessed, settings):
+    settings.BEHIND_PROXY = True
+    proxy = "10.1.1.1"
+
+    def through_proxy(password: str, client_says: str, proxy_saw: str):
+        return Client().post("/login/", {"username": "guessed", "password": password}, REMOTE_ADDR=proxy,
+                             HTTP_X_FORWARDED_FOR=f"{client_says}, {proxy_saw}")  # fmt: skip
+
+    for i in range(settings.AXES_FAILURE_LIMIT):
+        through_proxy(f"g-{i}", client_says=f"10.0.0.{i}", proxy_saw=ADDRESS)
+    assert through_proxy(PASSWORD, client_says="10.9.9.9", proxy_saw=ADDRESS).status_code == 429
+    assert through_proxy(PASSWORD, client_says=ADDRESS, proxy_saw="203.0.113.9").status_code == 302  # someone else
