@@ -23,7 +23,7 @@ def main(spec_path: str, out_dir: str) -> None:
 
     def keep_weights(self):  # save this rank's weights just before the run tears down
         weights = {name: t.clone() for name, t in export_weights(self.model)}  # gathered by every rank
-        copy = self.sampling_copy.state_dict() if self.sampling_copy is not None else None
+        copy = self.sampler.copy.state_dict() if self.sampler.copy is not None else None
         torch.save({"weights": weights, "sampling_copy": copy}, Path(out_dir) / f"weights{rank}.pt")
         original_close(self)
 
