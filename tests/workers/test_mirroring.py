@@ -51,7 +51,8 @@ def mlflow_process(tmp_path_factory):
     root = tmp_path_factory.mktemp("mlflow")
     port = free_port()
     mlflow = Path(sys.executable).with_name("mlflow")
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    # An http artifact location (another server than the tracking one) is allowed, as a server's operator may.
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_ALLOWED_HOST_ADDRESSED_ARTIFACT_SCHEMES": "http"}
     with open(root / "server.log", "wb") as out:
         proc = subprocess.Popen(
             [str(mlflow), "server", "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}", "--artifacts-destination",
@@ -522,3 +523,30 @@ def test_the_owners_secret_reaches_only_its_own_server_and_an_editor_cannot_move
                                  f"tags.`studio.run_id` = '{run.pk}'")  # fmt: skip
     history = client.get_metric_history(found.info.run_id, "reward/mean")  # the first mirror's step 1, then these
     assert sorted(m.step for m in history) == [1, 1, 2]
+
+
+def test_the_token_goes_with_artifact_uploads_only_to_the_tracking_server(experiment_run, servers):
+    """An MLflow experiment's artifact location may name any server (an editor can name the experiment):
+    uploads there go without the token bound to the tracking server."""
+    from mlflow import MlflowClient
+
+    from workers.mirroring.mlflow_tracker import artifact_store_is
+
+    team, experiment, run = experiment_run
+    own, editors = servers
+    MlflowClient(tracking_uri=own.url).create_experiment("elsewhere", artifact_location=f"{editors.url}/artifacts")
+    services.set_secret(team, "tok", "mlflow", TOKEN, endpoint=own.url)
+    chosen = mlflow_settings(own.url)["settings"]
+    chosen["mlflow"]["experiment"] = "elsewhere"
+    services.save_experiment_settings(experiment, False, chosen)
+    mirror_only(run)
+    assert own.tokens(), "the tracking API's calls carry the token"
+    assert editors.seen, "the artifact uploads went to the experiment's artifact server"
+    assert editors.tokens() == [] and all("Authorization" not in h for _, _, h in editors.seen)
+
+    tracking = "http://127.0.0.1:5000"
+    assert artifact_store_is("mlflow-artifacts:/1/abc/artifacts", tracking)  # proxied by the server itself
+    assert artifact_store_is("mlflow-artifacts://127.0.0.1:5000/1/abc", tracking)
+    assert not artifact_store_is("mlflow-artifacts://elsewhere:5000/1/abc", tracking)
+    assert artifact_store_is("http://127.0.0.1:5000/api/2.0/mlflow-artifacts/artifacts/1", tracking)
+    assert not any(artifact_store_is(u, tracking) for u in ("http://127.0.0.1:6000/a", "s3://bucket/a", "file:///a"))

@@ -7,8 +7,10 @@ restarted studio run goes on in the same MLflow run.
 Credentials: MLflow reads them from the environment (MLFLOW_TRACKING_TOKEN/USERNAME/PASSWORD), which
 every process the worker starts would inherit. Instead the mirror thread sets its team's credential in
 a context variable while it calls the client, and a request-header provider registered with MLflow adds
-the Authorization header from it: only that thread's requests carry it (the tracking API and the
-artifact uploads alike).
+the Authorization header from it: only that thread's requests carry it. The header goes with the
+tracking API's calls, and with artifact uploads only where the run's artifact store is the tracking server
+itself (mlflow-artifacts, proxied): an experiment's artifact location may name any server, and the
+credential is bound to the tracking server (studio.tracking).
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ import os
 import time
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import workers.mirroring.rows as rows
+from trainers.access import bound_to
 from workers.mirroring.registry import TRACKERS, RunInfo
 
 _AUTHORIZATION: contextvars.ContextVar[str | None] = contextvars.ContextVar("studio_mlflow_auth", default=None)
@@ -59,13 +63,14 @@ class MlflowTracker:
     def __init__(self, section: Any, secret: str | None, limits: Any) -> None:
         self.section, self.limits = section, limits
         self.authorization = _authorization(section.auth, secret)
+        self.artifact_authorization: str | None = None  # set once the run's artifact store is known
         self.client = None
         self.run_id = ""
         self.location = ""
 
     @contextmanager
-    def _auth(self):
-        token = _AUTHORIZATION.set(self.authorization)
+    def _auth(self, artifacts: bool = False):
+        token = _AUTHORIZATION.set(self.artifact_authorization if artifacts else self.authorization)
         try:
             yield
         finally:
@@ -82,10 +87,14 @@ class MlflowTracker:
             experiment_id = self._experiment_id()
             found = self.client.search_runs([experiment_id], f"tags.`studio.run_id` = '{run.run_id}'", max_results=1)
             if found:
-                self.run_id = found[0].info.run_id
+                self.run_id, artifact_uri = found[0].info.run_id, found[0].info.artifact_uri
             else:
                 tags = {"studio.run_id": str(run.run_id), "studio.team": run.team, "studio.kind": run.kind, **run.tags}
-                self.run_id = self.client.create_run(experiment_id, run_name=run.tracker_name, tags=tags).info.run_id
+                info = self.client.create_run(experiment_id, run_name=run.tracker_name, tags=tags).info
+                self.run_id, artifact_uri = info.run_id, info.artifact_uri
+            if artifact_store_is(artifact_uri, self.section.tracking_uri):
+                self.artifact_authorization = self.authorization
+            if not found:
                 self._log_settings(run.config)
         base = self.section.tracking_uri.rstrip("/")
         self.location = f"{base}/#/experiments/{experiment_id}/runs/{self.run_id}"
@@ -108,8 +117,9 @@ class MlflowTracker:
         params = [Param(k[:250], v[:PARAM_VALUE_CHARS]) for k, v in sorted(flat.items())]
         for i in range(0, len(params), PARAMS_PER_CALL):
             self.client.log_batch(self.run_id, params=params[i : i + PARAMS_PER_CALL])
-        self.client.log_text(self.run_id, json.dumps(config, indent=1, sort_keys=True, default=str),
-                             "settings/run_spec.json")  # fmt: skip
+        with self._auth(artifacts=True):
+            self.client.log_text(self.run_id, json.dumps(config, indent=1, sort_keys=True, default=str),
+                                 "settings/run_spec.json")  # fmt: skip
 
     def metrics(self, step: int, values: dict[str, float]) -> None:
         from mlflow.entities import Metric
@@ -127,7 +137,7 @@ class MlflowTracker:
         table_rows = [rows.row(r, self.limits.max_text_chars) for r in chosen]
         names = rows.columns(table_rows)
         folder = rows.log_name(chosen)
-        with self._auth():
+        with self._auth(artifacts=True):
             self.client.log_table(self.run_id, {c: [r.get(c) for r in table_rows] for c in names},
                                   f"{folder}/step_{int(step):06d}.json")  # fmt: skip
         return len(chosen)
@@ -138,6 +148,20 @@ class MlflowTracker:
         status = {"succeeded": "FINISHED", "cancelled": "KILLED", "interrupted": "KILLED"}.get(state, "FAILED")
         with self._auth():
             self.client.set_terminated(self.run_id, status=status)
+
+
+def artifact_store_is(artifact_uri: str, tracking_uri: str) -> bool:
+    """Whether artifact uploads to `artifact_uri` go to the tracking server: mlflow-artifacts URIs without a
+    host (the server proxies them), or with the tracking server's host, or http(s) URLs under it."""
+    try:
+        parts = urlsplit(artifact_uri or "")
+    except ValueError:
+        return False
+    if parts.scheme == "mlflow-artifacts":
+        if not parts.netloc:
+            return True
+        return bound_to(f"{urlsplit(tracking_uri).scheme}://{parts.netloc}/", tracking_uri.split("?")[0])
+    return parts.scheme in ("http", "https") and bound_to(artifact_uri, tracking_uri)
 
 
 def _authorization(auth: str, secret: str | None) -> str | None:
