@@ -16,9 +16,11 @@ from studio.lib.api_schema import error
 from studio.lib.fields import IdField, JSONField, StudioModelSerializer
 from studio.lib.team_api import TeamField, TeamScopedViewSet
 from trainers.rollout.environments.catalog import ENVIRONMENT_KINDS
+from trainers.spec import EnvironmentSpec
 
 
 class EnvironmentSerializer(StudioModelSerializer):
+    json_schemas = {"config": EnvironmentSpec}  # the API schema describes `config` with it (studio.lib.api_schema)
     team = TeamField()
     version = serializers.IntegerField(read_only=True, help_text="Goes up by one each time the config changes.")
 
@@ -67,6 +69,7 @@ class VersionSerializer(serializers.ModelSerializer):
 
 
 class EnvironmentTrySerializer(serializers.Serializer):
+    json_schemas = {"config": EnvironmentSpec}
     rows = serializers.ListField(
         child=serializers.DictField(), help_text=f"Up to {trying.MAX_ROWS} rows: [{{prompt or messages, answer?, ...}}]"
     )

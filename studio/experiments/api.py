@@ -21,9 +21,10 @@ from trainers.spec import PRESETS
 
 
 class ExperimentSerializer(StudioModelSerializer):
-    json_schemas = {"config": partial_run_spec}  # the API schema describes `config` with it
     """An experiment's fields parsed; the rules of what it may choose are services.settle's, which the view
     (and the experiment form) apply before saving."""
+
+    json_schemas = {"config": partial_run_spec}  # the API schema describes `config` with it
 
     team = TeamField()
     dataset = BoundedPrimaryKeyRelatedField(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import generics, permissions, serializers
 from rest_framework.exceptions import ValidationError
 
 from studio.accounts.permissions import AnyTeamMember
 from studio.fleet import leases
 from studio.fleet.models import WorkerNode
+from studio.lib.api_schema import flag_parameter
 from studio.lib.params import QueryError, flag_param
 
 
@@ -40,7 +41,7 @@ class WorkerNodeSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-@extend_schema(parameters=[OpenApiParameter("online", str, description="true: online workers only.")])
+@extend_schema(parameters=[flag_parameter("online", "true: online workers only.")])
 class WorkerNodeList(generics.ListAPIView):
     """Every worker that ever reported, online ones first; `?online=1` for online ones only."""
 

@@ -15,9 +15,11 @@ from studio.lib.team_api import TeamField, TeamScopedViewSet
 from studio.rubrics.models import Rubric
 from studio.rubrics.scoring import TryError, rubric_warnings, spec_to_try, try_rubric, validate_rubric
 from trainers.rewards.catalog import CRITERION_KINDS
+from trainers.spec import RubricSpec
 
 
 class RubricSerializer(StudioModelSerializer):
+    json_schemas = {"spec": RubricSpec}  # the API schema describes `spec` with it (studio.lib.api_schema)
     team = TeamField()
     warnings = serializers.SerializerMethodField(
         help_text='{"criteria.<i>.params.<name>": why}: valid settings worth a second look (e.g. a regex '
@@ -51,6 +53,7 @@ class RubricSerializer(StudioModelSerializer):
 
 
 class RubricTrySerializer(serializers.Serializer):
+    json_schemas = {"spec": RubricSpec}
     pairs = serializers.ListField(child=serializers.DictField(), help_text="[{prompt, completion, answer?, ...}]")
     spec = JSONField(
         required=False, help_text="Score with this (unsaved) rubric instead; needs the owner or editor role."

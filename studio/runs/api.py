@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
 from studio.experiments import specs
-from studio.lib.api_schema import SHARE, id_parameter
+from studio.lib.api_schema import SHARE, id_parameter, partial_run_spec
 from studio.lib.params import QueryError, number_param
 from studio.lib.team_api import query_id
 from studio.runs import api_docs as docs
@@ -133,6 +133,7 @@ class RerunSerializer(RunSerializer):
 
 
 class CloneRunSerializer(serializers.Serializer):
+    json_schemas = {"overrides": partial_run_spec}  # the API schema describes `overrides` with it
     name = serializers.CharField(required=False)
     overrides = serializers.DictField(required=False, help_text="RunSpec values to change, e.g. {optim: {lr: 1e-4}}.")
 

@@ -7,7 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, inline_serializer
 from rest_framework import serializers
 
-from studio.lib.api_schema import SHARE, error, id_parameter
+from studio.lib.api_schema import SHARE, error, flag_parameter, id_parameter, int_parameter
 from studio.runs import prompt_stat_query, rollout_query, texts
 from studio.runs.prompt_stats import STATUS_NAMES
 
@@ -16,7 +16,7 @@ CONFLICT = error("The run's state does not allow this (e.g. cancelling a finishe
 
 
 def _flag(name: str, description: str) -> OpenApiParameter:
-    return OpenApiParameter(name, str, QUERY, description=f"{description} (true or false).")
+    return flag_parameter(name, f"{description} (true or false).")
 
 
 def _number(name: str, kind: type, description: str) -> OpenApiParameter:
@@ -63,8 +63,8 @@ EVENTS_PARAMETERS = [
 
 TEXT_PARAMETERS = [
     OpenApiParameter("field", str, QUERY, required=True, enum=list(texts.FIELDS), description="Which text."),
-    _number("offset", int, "The first character of each message to return (default 0)."),
-    _number("limit", int, f"Characters per message (1 to {texts.WINDOW_MAX:,}, the default)."),
+    int_parameter("offset", "The first character of each message to return (default 0).", minimum=0),
+    int_parameter("limit", f"Characters per message (1 to {texts.WINDOW_MAX:,}, the default).", 1, texts.WINDOW_MAX),
     SHARE,
 ]
 

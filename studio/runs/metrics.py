@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from studio.lib.api_schema import SHARE, id_parameter
+from studio.lib.api_schema import SHARE, id_parameter, int_parameter
 from studio.lib.params import QueryError, number_param
 from studio.runs.access import readable_run
 from studio.runs.downsample import DEFAULT_POINTS, MAX_POINTS
@@ -58,7 +58,7 @@ class RunMetricsView(ShareViewMixin, APIView):
         OpenApiParameter("x", str, enum=list(X_COLUMNS), description="The x axis; default step."),
         OpenApiParameter("start", float, description="The first x to include."),
         OpenApiParameter("end", float, description="The last x to include."),
-        OpenApiParameter("points", int, description=f"Buckets per series, 1 to {MAX_POINTS} (default {DEFAULT_POINTS})."),
+        int_parameter("points", f"Buckets per series, 1 to {MAX_POINTS} (default {DEFAULT_POINTS}).", 1, MAX_POINTS),
         OpenApiParameter("step_min", int, description="The first step to include, whatever the x."),
         OpenApiParameter("step_max", int, description="The last step to include, whatever the x (a resumed run's "
                          "page draws the run it continues up to the step it resumed from)."),

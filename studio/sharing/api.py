@@ -188,6 +188,10 @@ class RevokeShareLinkView(APIView):
         return Response(link.as_dict())
 
 
+# What parse_run_ids reads: 1 to MAX_COMPARE whole numbers separated by commas (blanks between are skipped).
+RUN_IDS = rf"^[ ,]*[0-9]{{1,18}}[ ]*(,[ ,]*[0-9]{{1,18}}[ ]*){{0,{MAX_COMPARE - 1}}}[ ,]*$"
+
+
 def parse_run_ids(raw: str | None) -> list[int]:
     """`1,2,3` -> [1, 2, 3] (order kept, repeats dropped); a 400 naming `runs` otherwise."""
     try:
@@ -207,7 +211,10 @@ class CompareView(APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter(
-                "runs", str, required=True, description=(f"Run ids separated by commas, 1 to {MAX_COMPARE}.")
+                "runs",
+                {"type": "string", "pattern": RUN_IDS},
+                required=True,
+                description=f"Run ids separated by commas, 1 to {MAX_COMPARE} different ones.",
             )
         ],
         responses={200: COMPARED, 404: ERROR_404},

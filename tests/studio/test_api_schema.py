@@ -8,8 +8,10 @@ shrinking, and each operation rolled back to the same team's objects before the 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import time
 from typing import Any
 
@@ -181,6 +183,147 @@ def exercise(operation, mode: GenerationMode, world, examples: int, counter: lis
             raise Rejected(f"{mode.value} {operation.label}: {exc}") from None
     except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 - every operation runs; failures listed at the end
         raise Rejected(f"{mode.value} {operation.label}: {exc}") from None
+
+
+# Refusals of a request the schema accepts that no JSON schema can state: what the request names (an id, a
+# user, a folder) that does not exist or may not be used, a name taken, a rule between two fields, what the
+# server's own state decides. Each field's description says it in words. (key pattern, message pattern);
+# a key is dotted as the answer nests it ("spec.criteria.0.name").
+STATED_EVERYWHERE = [
+    (r".*", r"does not exist|no such|not found|no \w+ of this team has this id|has no rollout|Invalid pk"),
+    (r"name", r"already exists"),  # a team's name is unique
+    (r"non_field_errors", r"Unable to log in"),  # a password that is not the user's
+    (r"cursor", r"not a cursor this endpoint gave out"),  # opaque: only the server makes one
+    # Settings: text that must parse (a regex, code), an order between two settings, one setting that
+    # another's value requires.
+    (
+        r".+\..+",
+        r"invalid regular expression|syntax error|needs a |must be (above|below)|must not exceed|"
+        r"must lie between|name the split|set a held-out dataset|in formula|not both|must contain \{|must lie in|"
+        r"is (above|below)|give .+, or ",
+    ),  # fmt: skip
+]
+STATED = {
+    "POST /api/datasets/": [
+        (r"file", r"give either a file to upload or a server-side path"),
+        (r"path", r"outside the folders data may be read from"),
+        (r"file|path", r"cannot tell the format"),
+        (r"split", r"a split is a name"),
+    ],
+    "PUT /api/datasets/{id}/": [(r"path|file|team", r"cannot change; create a new one"),
+                                (r"split", r"a split is a name"),
+                                (r"prompt_field", r"set prompt_field or messages_field")],
+    "POST /api/experiments/": [(r"environment_version", r"has versions"), (r"dataset", r"choose a dataset"),
+                               (r"model\.path", r"is not a local folder")],
+    "POST /api/experiments/{id}/launch/": [(r"eval\.checkpoint", r"does not exist")],
+    "PUT /api/experiments/{experiment_id}/mirror-settings/": [(r"inherit", r"must be true .* or false")],
+    "POST /api/teams/{team_id}/tracker-secrets/": [(r"endpoint", r"required: the server this secret")],
+    "POST /api/environments/{id}/try/": [(r"model", r"give a model path or a checkpoint"),
+                                         (r"rows", r"give at least one row"),
+                                         (r"rows\.\d+", r"a row needs a prompt")],
+    "POST /api/rubrics/{id}/try/": [(r"pairs", r"give at least one")],
+    "GET /api/runs/{run_id}/metrics/": [(r"detail", r"is after end|is after step_max")],
+    "GET /api/runs/{id}/rollouts/": [(r"criterion", r"need a criterion")],
+    "POST /api/ingest/verl/": [(r"rollout_files", r"upload verl's rollout or validation dump files"),
+                               (r"\w+_files", r"verl names its dumps"),
+                               (r"experiment", r"A valid integer is required")],  # a form says no null
+}  # fmt: skip
+STATED["PATCH /api/datasets/{id}/"] = STATED["PUT /api/datasets/{id}/"]
+STATED["PUT /api/experiments/{id}/"] = STATED["PATCH /api/experiments/{id}/"] = STATED["POST /api/experiments/"]
+STRICT_EXAMPLES = int(os.environ.get("STUDIO_STRICT_EXAMPLES", 3))  # per operation; more in the -m slow fuzz
+
+
+def refusals(answer: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """(dotted key, message) of each refusal in a 400's body."""
+    if isinstance(answer, list):
+        return [pair for item in answer for pair in refusals(item, prefix)] if answer else [(prefix, "")]
+    if isinstance(answer, dict):
+        return [pair for key, value in answer.items() for pair in refusals(value, f"{prefix}.{key}".lstrip("."))]
+    return [(prefix, str(answer))]
+
+
+def unstated(label: str, answer: Any) -> list[tuple[str, str]]:
+    allowed = STATED_EVERYWHERE + STATED.get(label, [])
+    return [(key, message) for key, message in refusals(answer)
+            if not any(re.fullmatch(k, key) and re.search(m, message) for k, m in allowed)]  # fmt: skip
+
+
+def media_type(operation) -> str | None:
+    """JSON where the operation takes it, multipart where its body holds a file (JSON carries none): a form's
+    flat strings cannot say null, a list or an object, which the schema's types do."""
+    body = operation.definition.raw.get("requestBody", {}).get("content", {})
+    components = operation.schema.raw_schema["components"]["schemas"]
+    refs = [content.get("schema", {}).get("$ref", "").rsplit("/", 1)[-1] for content in body.values()]
+    if any("binary" in json.dumps(components.get(ref, {})) for ref in refs):
+        return "multipart/form-data"
+    return "application/json" if "application/json" in body else None
+
+
+def required_fields(operation) -> list[str]:
+    """The fields the operation's request body requires, in the media type the check sends."""
+    content = operation.definition.raw.get("requestBody", {}).get("content", {}).get(media_type(operation) or "", {})
+    ref = content.get("schema", {}).get("$ref", "")
+    body = operation.schema.raw_schema["components"]["schemas"].get(ref.rsplit("/", 1)[-1], {}) if ref else {}
+    return body.get("required", [])
+
+
+def strict_strategy(operation, world):
+    wanted = media_type(operation)
+    if wanted is not None:  # as_strategy(media_type=) names the header only: keep the one body to draw from
+        operation.body.items = [body for body in operation.body.items if body.media_type == wanted]
+    made = operation.as_strategy(generation_mode=GenerationMode.POSITIVE, media_type=media_type(operation),
+                                 path_parameters=real_ids(operation.path, world["ids"]))  # fmt: skip
+    return made.map(lambda case: with_real_objects(case, world["body"]))
+
+
+def strictly(operation, world, examples: int, found: dict[str, list[str]]) -> None:
+    """Send `examples` requests the schema accepts; note each refusal it does not state (found["loose"]),
+    and, for each request taken, each required field whose absence is not refused (found["not_required"])."""
+    headers = {"Authorization": f"Token {world['token']}"}
+    required = required_fields(operation)
+
+    @given(case=strict_strategy(operation, world))
+    @settings(max_examples=examples, deadline=None, derandomize=True, database=None,
+              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))  # fmt: skip
+    def check(case):
+        found["sent"].append(operation.label)
+        response = case.call(headers=headers)
+        if response.status_code == 400:
+            for key, message in unstated(operation.label, response.json()):
+                found["loose"].append(f"{operation.label}: {key}: {message[:200]} ({case.media_type})")
+        elif response.status_code < 300 and isinstance(case.body, dict):
+            for name in required:  # the reverse: what the schema requires, the server requires
+                case.body, whole = {k: v for k, v in case.body.items() if k != name}, case.body
+                answer = case.call(headers=headers)
+                case.body = whole
+                if answer.status_code != 400 or name not in answer.json():
+                    found["not_required"].append(f"{operation.label}: without {name}: {answer.status_code}")
+
+    try:
+        with transaction.atomic():
+            check()
+            raise Rollback
+    except Rollback:
+        pass
+
+
+def test_the_schema_is_as_strict_as_the_serializers(world, app, monkeypatch):
+    """Requests the schema accepts (its own data, naming the team's real objects) are refused only for a
+    stated reason; and a body without a field the schema requires is refused naming that field."""
+    monkeypatch.setattr(logging.getLogger("django.request"), "level", logging.ERROR)
+    schema = schemathesis.openapi.from_wsgi("/api/schema/", app)
+    found: dict[str, list[str]] = {"sent": [], "loose": [], "not_required": []}
+    started = time.monotonic()
+    operations = [result.ok() for result in schema.get_all_operations()]
+    for operation in operations:
+        strictly(operation, world, STRICT_EXAMPLES, found)
+    loose, not_required = sorted(set(found["loose"])), sorted(set(found["not_required"]))
+    print(f"strict schema: {len(operations)} operations, {len(found['sent'])} requests, "
+          f"{len({line.split(':')[0] for line in loose})} operations refusing for an unstated reason, "
+          f"{time.monotonic() - started:.0f} s")  # fmt: skip
+    assert len(operations) >= 60
+    assert loose == [], "\n".join(loose)
+    assert not_required == [], "\n".join(not_required)
 
 
 @pytest.mark.slow
