@@ -129,8 +129,11 @@ BUILT_IN_RUBRIC = [
     {"name": "clean", "kind": "contains", "params": {"keywords": ["sorry"], "mode": "any", "forbidden": True}},
     {"name": "words", "kind": "length", "params": {"unit": "words", "target_min": 2, "target_max": 4, "slope": 0.25}},
     {"name": "chars", "kind": "length", "params": {"unit": "chars", "target_min": 0, "target_max": 10, "slope": 0.01}},
+    {"name": "same", "kind": "exact_match", "params": {}},
+    {"name": "exact", "kind": "exact_match", "params": {"case_sensitive": True, "strip_punctuation": True}},
 ]
 COMPLETIONS = ["Paris", 'paris x"""Y is it', "a B", "Sorry, I can't", "one two three four five six seven", "", "a"]
+ANSWERS = ["paris", "no", "a  B", ["Sorry I cant", "x"], "7", "", "A."]
 
 
 def exported_functions(script: str) -> dict:
@@ -153,17 +156,22 @@ def test_built_in_criteria_export_as_reward_functions_that_score_as_the_studio()
     functions = exported_functions(export.text)
     for criterion in run.rubric.criteria:
         scorer = CRITERIA.get(criterion.kind).from_params(criterion.params)
-        studio = [scorer.score_one(Sample(prompt="q", completion=c)).score for c in COMPLETIONS]
+        samples = [
+            Sample(prompt="q", completion=c, fields={"answer": a}) for c, a in zip(COMPLETIONS, ANSWERS, strict=True)
+        ]
+        studio = [scorer.score_one(sample).score for sample in samples]
         exported = functions[criterion.name]
-        assert exported(COMPLETIONS) == pytest.approx(studio), criterion.name
+        assert exported(COMPLETIONS, answer=ANSWERS) == pytest.approx(studio), criterion.name
         conversational = [[{"role": "assistant", "content": c}] for c in COMPLETIONS]  # TRL's chat completions
-        assert exported(conversational) == pytest.approx(studio), criterion.name
-    assert len(set(map(tuple, (functions[c.name](COMPLETIONS) for c in run.rubric.criteria)))) > 1
+        assert exported(conversational, answer=ANSWERS) == pytest.approx(studio), criterion.name
+    scores = {tuple(functions[c.name](COMPLETIONS, answer=ANSWERS)) for c in run.rubric.criteria}
+    assert len(scores) > 1 and any(0 < s < 1 for row in scores for s in row)  # not constants
 
 
 def test_other_criteria_stay_stubs_that_say_what_to_write():
     run = RunSpec.model_validate({"model": {"path": "/m"}, "data": {"path": "/d.jsonl"},
-                                  "rubric": {"criteria": [{"name": "right", "kind": "exact_match"},
+                                  "rubric": {"criteria": [{"name": "right", "kind": "exact_match",
+                                                           "params": {"extract": "last_line"}},
                                                           BUILT_IN_RUBRIC[3]]}})  # fmt: skip
     export = to_trl(run)
     functions = exported_functions(export.text)

@@ -109,8 +109,8 @@ def test_the_trl_script_constructs_its_grpo_config():
     )
     assert (config.save_steps, config.eval_steps, config.num_generations_eval) == (5, 10, 4)
     assert scope["LORA"]["r"] == 8 and [f.__name__ for f in scope["REWARD_FUNCS"]] == ["correct", "short"]
-    with pytest.raises(NotImplementedError, match="criterion 'correct'"):
-        scope["correct"](["4"])
+    # exact_match (extract 'full') and length are written out: they score as the studio does
+    assert scope["correct"](["4", " 4 ", "5"], answer=["4", "4", "4"]) == [1.0, 1.0, 0.0]
 
 
 VERL_KEY_TEXT = """

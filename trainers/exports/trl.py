@@ -46,6 +46,23 @@ BUILT_IN = {
             hits = len(found) / len(PARAMS["keywords"])
         out.append(1.0 - hits if PARAMS["forbidden"] else hits)
     return out""",
+    # extract="full" only (the default): the other extractions stay the studio's (a stub says so).
+    "exact_match": """    import re
+    import string
+
+    def normalise(text):
+        if PARAMS["strip_punctuation"]:
+            text = text.translate(str.maketrans("", "", string.punctuation))
+        if PARAMS["strip_whitespace"]:
+            text = re.sub(r"\\s+", " ", text).strip()
+        return text if PARAMS["case_sensitive"] else text.casefold()
+
+    out = []
+    for completion, expected in zip(completions, columns[PARAMS["reference_field"]], strict=True):
+        accepted = [str(e) for e in expected] if isinstance(expected, list) else [str(expected)]
+        got = normalise(_text(completion))
+        out.append(float(any(got == normalise(a) for a in accepted)))
+    return out""",
     "length": """    out = []
     for completion in completions:
         text = _text(completion)
@@ -55,6 +72,12 @@ BUILT_IN = {
         out.append(max(0.0, 1.0 - PARAMS["slope"] * distance) if distance else 1.0)
     return out""",
 }
+
+
+def _written_out(criterion: dict[str, Any]) -> bool:
+    """Whether the script scores `criterion` itself (BUILT_IN), else it is a stub."""
+    kind, params = criterion.get("kind"), criterion.get("params") or {}
+    return kind in BUILT_IN and (kind != "exact_match" or params.get("extract", "full") == "full")
 
 
 def to_trl(spec: RunSpec, *, title: str = "") -> Export:
@@ -298,12 +321,12 @@ def _criteria(ledger: Ledger) -> list[dict[str, Any]]:
     combine = ledger.value("rubric.combine")
     if combine == "weighted_sum":
         ledger.take("rubric.combine")
-    if {c.get("kind") for c in criteria} <= set(BUILT_IN):
+    if all(_written_out(c) for c in criteria):
         ledger.take("rubric.criteria")  # every criterion scores in the script as in the studio
     else:
         ledger.unmapped_because("rubric.criteria", "TRL takes reward functions written in Python: the script scores "
-                                f"the {' and '.join(sorted(BUILT_IN))} kinds as the studio does and has a stub for "
-                                "each other criterion, weighted by reward_weights")  # fmt: skip
+                                "contains, length and exact_match (extract 'full') criteria as the studio does and has a "
+                                "stub for each other criterion, weighted by reward_weights")  # fmt: skip
     ledger.unmapped_because("rubric.formula", "TRL sums weighted rewards; a formula over criteria has no equivalent")
     return criteria
 
@@ -339,13 +362,13 @@ def _script(spec: RunSpec, title: str, config: dict[str, Any], lora: dict[str, A
     lines += ["", "# Reward functions: one per rubric criterion (kinds written out here score as the studio does;",
               "# the others are stubs to fill in). TRL passes each dataset column by name (answer, and the extra",
               "# fields) and sums them with reward_weights."]  # fmt: skip
-    if any(c.get("kind") in BUILT_IN for c in criteria):
+    if any(_written_out(c) for c in criteria):
         lines += ["", "", TEXT_OF]
     for name, criterion in zip(names, criteria, strict=True):
         params = criterion.get("params") or {}
         about = f"Criterion {criterion.get('name')!r} ({criterion.get('kind')}), params {params!r}."
         lines += ["", "", f"def {name}(completions, **columns):", docstring(about, indent="    ")]
-        if criterion.get("kind") in BUILT_IN:
+        if _written_out(criterion):
             lines += [f"    PARAMS = {literal(params, indent=1, width=100)}", BUILT_IN[criterion["kind"]]]
         else:
             lines += [f"    raise NotImplementedError({literal(_stub_message(criterion))})"]
