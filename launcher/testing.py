@@ -12,8 +12,27 @@ from launcher.processes import ROOT, Children, ensure_redis, port_open
 from studio.lib.env import FALSE, TRUE
 
 
+HELP = """usage: ./studioctl test [pytest arguments]
+
+Runs pytest on tests/ with the embedded defaults (SQLite, an embedded Redis), then the database-bound
+tests again on PostgreSQL + Redis when both answer on localhost (5432, 6379): exactly what .ci/run calls.
+The whole suite takes about 45 minutes on 2 CPU cores.
+
+environment:
+  STUDIO_TEST_TEAM_SCALE     auto (the default: when both answer), 1 (demand the second pass), 0 (skip it)
+  STUDIO_TEST_DATABASE_URL   the second pass's database (postgres://postgres@127.0.0.1:5432/test)
+  STUDIO_TEST_REDIS_URL      the second pass's Redis (redis://127.0.0.1:6379/15)
+
+Every argument goes to pytest (paths, -k, -m, -x ...): `./studioctl test tests/studio -m "not slow"`.
+pytest's own options follow.
+"""
+
+
 def test(args: argparse.Namespace) -> int:
     """pytest on tests/ under an embedded Redis; again on PostgreSQL + Redis when they answer."""
+    if any(arg in ("-h", "--help") for arg in args.pytest_args):  # this command's help, then pytest's once
+        print(HELP, flush=True)
+        return _pytest(["--help"], os.environ.copy())
     children = Children()
     try:
         ensure_redis(children)

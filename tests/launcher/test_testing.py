@@ -23,3 +23,16 @@ def test_a_path_inside_a_database_bound_package_is_run_again_as_given():
 
 def test_paths_that_hold_no_database_bound_test_are_not_run_again():
     assert _team_scale_args(["tests/trainers", "tests/studio/datasets"]) == []
+
+
+def test_help_says_what_studioctl_test_does_then_shows_pytests_options_once():
+    import subprocess
+    import sys
+
+    from launcher.processes import ROOT
+
+    out = subprocess.run([sys.executable, "-m", "launcher", "test", "--help"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120).stdout  # fmt: skip
+    assert out.startswith("usage: ./studioctl test [pytest arguments]")
+    assert "STUDIO_TEST_TEAM_SCALE" in out
+    assert out.count("usage: python -m pytest") == 1  # pytest's help once: no second pass runs for it
