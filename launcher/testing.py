@@ -11,7 +11,6 @@ import sys
 from launcher.processes import ROOT, Children, ensure_redis, port_open
 from studio.lib.env import FALSE, TRUE
 
-
 HELP = """usage: ./studioctl test [pytest arguments]
 
 Runs pytest on tests/ with the embedded defaults (SQLite, an embedded Redis), then the database-bound
