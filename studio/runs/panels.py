@@ -95,7 +95,7 @@ PANELS: tuple[Panel, ...] = (
         r"^guidance/(loss_share|prompt_frac)$",
     ),
     Panel("guidance_loss", "Guidance: SFT loss on reference tokens", r"^guidance/sft_loss$"),
-    # Step-level token selections (trainers.run.selection): forking tokens' share and entropy threshold,
+    # Step-level token selections (trainers.update.selection): forking tokens' share and entropy threshold,
     # and the share of tokens Clip-Cov / KL-Cov picked.
     Panel(
         "token_selection",

@@ -2,7 +2,7 @@
 
 import pytest
 
-from trainers.models.loading import hub
+from trainers.models import hub
 from trainers.report import PlainFailure, failure_detail
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from trainers import cli
-from trainers.models.loading import pretrained
+from trainers.models import pretrained
 from trainers.models.pretrained import MARKER, SMOLLM2, PretrainedError, install, is_installed
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from trainers.models.loading import hub
+from trainers.models import hub
 from trainers.scale.ray_cluster import ClusterError, Mailbox, explain_failure, place
 
 ROOT = Path(__file__).resolve().parents[2]

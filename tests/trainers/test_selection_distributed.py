@@ -1,6 +1,6 @@
 """Forking tokens, KL-Cov, Clip-Cov and the guidance term under several processes: the gradient
 equals one process's on the same batch (the selections' thresholds, means and random keys are
-those of the whole batch, trainers.run.selection), with the rows sharded and with every row on
+those of the whole batch, trainers.update.selection), with the rows sharded and with every row on
 rank 0 (the other process joining the collectives without data)."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""What the ranks of the Ray tests run instead of `train` (trainers.ray_cluster.train_on_ray's `loop`):
+"""What the ranks of the Ray tests run instead of `train` (trainers.scale.ray_cluster.train_on_ray's `loop`):
 importable by the Ray workers, which run on this machine with the test's sys.path."""
 
 from __future__ import annotations

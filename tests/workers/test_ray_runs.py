@@ -5,7 +5,7 @@ name the cluster (RAY_ADDRESS). The worker's task is the Ray driver: Ray Train s
 (CPU processes on gloo here), rank 0's reports reach the database through the driver, and a rank killed
 or a run cancelled from outside ends the run as it should.
 
-Then trainers.ray_cluster.train_on_ray called directly, on the same cluster: the two nodes take the
+Then trainers.scale.ray_cluster.train_on_ray called directly, on the same cluster: the two nodes take the
 one-process step on a fixed batch (the loss is the same function of the weights, so its gradient is the
 one-process gradient), and ranks that never stop are killed after the grace period.
 
@@ -139,8 +139,8 @@ def test_two_ray_nodes_take_the_one_process_step_and_ranks_that_do_not_stop_are_
     from tests.trainers.distributed_loss_worker import MODES
     from tests.trainers.test_distributed import assert_same_as_alone
     from tests.workers.ray_loops import fixed_batch_gradients, gradients_then_stuck
-    from trainers.ray_cluster import train_on_ray
     from trainers.report import MemoryReporter
+    from trainers.scale.ray_cluster import train_on_ray
 
     alone_spec, alone_out = fixed_batch_spec(tiny_model, tmp_path, nodes=1)
     fixed_batch_gradients(alone_spec, MemoryReporter(), lambda: False)  # this process, no Ray

@@ -1,4 +1,4 @@
-"""The relay between a run's ranks and its task (workers.relay, trainers.remote), with ranks played by
+"""The relay between a run's ranks and its task (workers.relay, trainers.scale.remote), with ranks played by
 links in this process: rank 0's reports arrive once, a stop reaches rank 0, strangers are refused, and
 every rank is watched (an error, or a connection that closes before the rank said it was done)."""
 
@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from trainers import hub
-from trainers.remote import Link, encode, reporter_over
+from trainers.models import hub
 from trainers.report import CriterionScore, MemoryReporter, Rollout
+from trainers.scale.remote import Link, encode, reporter_over
 from workers.relay import Relay
 from workers.torchrun import failure_message, root_cause, torchrun_failures
 
@@ -127,7 +127,7 @@ def test_a_ranks_plain_failure_is_the_runs_error_as_it_stands(relay, tmp_path):
 
 SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 ============================================================
-trainers.remote FAILED
+trainers.scale.remote FAILED
 ------------------------------------------------------------
 Failures:
 [1]:

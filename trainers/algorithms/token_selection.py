@@ -18,7 +18,7 @@ Two papers pick tokens by statistics of the batch rather than of one sequence:
 The functions below are the selections on given values, pure. The thresholds are computed
 from the values of every token of the step (`top_share_threshold`, `bottom_count_threshold`):
 the caller gathers them over processes, so a token is picked or not whatever process holds it
-(`trainers.run.selection`). Selections are constants of the loss (computed without gradient).
+(`trainers.update.selection`). Selections are constants of the loss (computed without gradient).
 """
 
 from __future__ import annotations
