@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from tests.trainers.helpers import tiny_spec
 from trainers.report import MemoryReporter
 from trainers.rollout.engines.vllm_engine import VLLMEngine
-from trainers.run import loop
+from trainers.run import sampler
 from trainers.run.loop import train
 
 # Wall-clock measurements differ between any two runs; everything else must not.
@@ -94,7 +94,7 @@ def test_asynchronous_rollouts_in_colocated_vllm_train_on_what_the_version_vllm_
     the generator's requests (never at its next request, when the trainer is changing them again), so a
     token's version is that of the weights vLLM sampled it with, and its engine logprob its behaviour's."""
     copies, lazy_pushes = [], []
-    monkeypatch.setattr(loop, "full_copy", lambda model: copies.append(model) or model)
+    monkeypatch.setattr(sampler, "full_copy", lambda model: copies.append(model) or model)
     generate = VLLMEngine.generate
 
     def generate_watched(self, *args):
