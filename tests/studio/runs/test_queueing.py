@@ -79,4 +79,6 @@ class QueueingTest(StudioTestCase):
         token = ShareLink.objects.create(run=run, created_by=self.alice).token
         self.client.logout()
         page = self.client.get(f"/share/{token}/").content.decode().replace("&#x27;", "'")
-        self.assertIn(f'<div class="run-detail note" data-run-detail>{said}</div>', page)
+        # No other run's name, and no worker's (share views carry no host names: studio.sharing.share_view).
+        self.assertIn(f'<div class="run-detail note" data-run-detail>{said.replace("a@host", "[host]")}</div>', page)
+        self.assertNotIn("a@host", page)
