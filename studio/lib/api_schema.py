@@ -135,11 +135,12 @@ def partial_run_spec() -> dict[str, Any]:
     schema = settings_schema(RunSpec)
     schema.pop("required", None)
     for prop in schema["properties"].values():
-        for option in [prop, *prop.get("anyOf", [])]:
-            ref = option.get("$ref", "").removeprefix("#/$defs/")
-            if ref in schema["$defs"]:  # a section: merged key by key, so none of its keys is required here
-                schema["$defs"][f"{ref}Overrides"] = {k: v for k, v in schema["$defs"][ref].items() if k != "required"}
-                option["$ref"] = f"#/$defs/{ref}Overrides"
+        # A section always there (model, optim...) is merged key by key, so none of its keys is required
+        # here; an optional one (null by default: warm_up, environment) may be new, and needs its own.
+        ref = prop.get("$ref", "").removeprefix("#/$defs/")
+        if ref in schema["$defs"]:
+            schema["$defs"][f"{ref}Overrides"] = {k: v for k, v in schema["$defs"][ref].items() if k != "required"}
+            prop["$ref"] = f"#/$defs/{ref}Overrides"
     # Settings typed as free strings that the trainer checks against a catalog (as the experiment form shows).
     for dotted, choices in CATALOG_CHOICES.items():
         section, name = dotted.split(".")
