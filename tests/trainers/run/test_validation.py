@@ -34,6 +34,25 @@ def training_points(reporter: MemoryReporter) -> list[tuple[int, dict[str, float
     return out
 
 
+def validate_alone(spec, *, step: int, reporter: MemoryReporter) -> None:
+    """The validation stage on its own, as a run builds it (its held-out prompts, an engine over the model,
+    the rubric), without training: one validation reported at `step`."""
+    from trainers.data.prompts import load_prompts
+    from trainers.models.loading import default_device, load_policy
+    from trainers.rewards.rubric import Rubric
+    from trainers.rollout.engines.catalog import create_engine
+    from trainers.run.validation import split_prompts
+
+    model, tokenizer = load_policy(spec.model, default_device())
+    held_out = split_prompts(spec, tokenizer, load_prompts(spec.data, tokenizer))[1]
+    engine, rubric = create_engine(spec, model=model, tokenizer=tokenizer), Rubric.from_spec(spec.rubric)
+    try:
+        Validator(spec, held_out).run(step, engine, rubric, tokenizer, reporter)
+    finally:
+        engine.close()
+        rubric.close()
+
+
 def validation_points(reporter: MemoryReporter) -> list[tuple[int, dict[str, float]]]:
     return [(s, v) for s, v in reporter.metric_points if any(k.startswith("val/") for k in v)]
 
@@ -143,7 +162,7 @@ def test_reported_val_metrics_are_those_of_the_reported_validation_rollouts(tiny
     spec = tiny_spec(tiny_model_path, tmp_path, rubric=rubric, optim={"total_steps": 1},
                      validation={"path": held_out_dataset(tmp_path), "samples_per_prompt": 4, "num_prompts": 5})  # fmt: skip
     reporter = MemoryReporter()
-    train(spec, reporter)
+    validate_alone(spec, step=1, reporter=reporter)
     [(step, metrics)] = validation_points(reporter)[-1:]
     assert step == 1
     rollouts = [r for r in rollouts_of(reporter, "validation") if r.step == 1]
