@@ -27,6 +27,7 @@ import websocket
 from locust import HttpUser, between, events, task
 
 CONFIG = json.loads(Path(os.environ["BENCH_LOAD_CONFIG"]).read_text())
+OPEN: set = set()  # every held socket, so the end of the test can end them (a blocked reader keeps Locust up)
 FILTERS = [{}, {"min_reward": "0.5"}, {"max_reward": "0.5"}, {"sort": "-reward"}, {"finish_reason": "eos"}]
 
 
@@ -76,6 +77,7 @@ class Person(HttpUser):
             return
         fire("WS", "connect", started)
         self.ws = ws
+        OPEN.add(ws)
         self.reader = gevent.spawn(self.read, ws)
 
     def read(self, ws: websocket.WebSocket) -> None:
@@ -102,12 +104,13 @@ class Person(HttpUser):
 
     def close_socket(self) -> None:
         ws, self.ws = self.ws, None
-        if ws is not None:
-            with contextlib.suppress(Exception):  # it is going anyway
-                ws.close()
-        if self.reader is not None:
-            self.reader.kill(block=False)
+        if self.reader is not None:  # first: two greenlets must not read one socket (close waits for a reply)
+            self.reader.kill(block=True, timeout=2)
             self.reader = None
+        if ws is not None:
+            OPEN.discard(ws)
+            with contextlib.suppress(Exception):  # it is going anyway
+                ws.shutdown()  # no closing handshake to wait for: the server sees the socket end
 
     @staticmethod
     def _ids(response) -> list[int]:
@@ -154,3 +157,11 @@ class Person(HttpUser):
 def fire(kind: str, name: str, started: float, exc: BaseException | None = None) -> None:
     events.request.fire(request_type=kind, name=name, response_time=(time.perf_counter() - started) * 1000,
                         response_length=0, exception=exc, context={})  # fmt: skip
+
+
+@events.test_stop.add_listener
+def _close_every_socket(**_) -> None:
+    for ws in list(OPEN):
+        with contextlib.suppress(Exception):
+            ws.shutdown()
+    OPEN.clear()

@@ -115,6 +115,7 @@ class Sampler(threading.Thread):
         return {"mean": round(statistics.mean(totals), 1), "max": max(totals),
                 "max_active": max((s["active"] for s in self.samples), default=0),
                 "max_idle_in_transaction": max((s["idle in transaction"] for s in self.samples), default=0),
+                "max_server": max((s["server"] for s in self.samples), default=0),
                 "samples": len(self.samples), "sampler_errors": self.errors[:5]}  # fmt: skip
 
 
@@ -142,7 +143,7 @@ def run_stage(users: int, duration: float, spawn_rate: float, url: str, config_p
             "-u", str(users), "-r", str(spawn_rate), "-t", f"{int(duration)}s", "--host", url, "--csv", str(prefix),
             "--only-summary", "--stop-timeout", "5", "--loglevel", "WARNING"]  # fmt: skip
     env = {**os.environ, "BENCH_LOAD_CONFIG": str(config_path)}
-    locust = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=duration + 180)
+    locust = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=duration + 120)
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     sampler.halt.set()
@@ -199,7 +200,8 @@ def print_stage(stage: dict) -> None:
           f"load average {stage['load_average_after']}; CPU s daphne {stage['cpu_s']['daphne']}, "
           f"locust {stage['cpu_s']['locust']}")  # fmt: skip
     print(f"  PostgreSQL connections to the database: mean {db['mean']}, max {db['max']} (active max "
-          f"{db['max_active']}, idle in transaction max {db['max_idle_in_transaction']})")  # fmt: skip
+          f"{db['max_active']}, idle in transaction max {db['max_idle_in_transaction']}); the whole server max "
+          f"{db['max_server']}")  # fmt: skip
     print(f"  {'type':<5} {'endpoint':<38} {'requests':>8} {'errors':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     for e in sorted(stage["endpoints"], key=lambda e: (e["type"] == "WS", e["name"])):
         print(f"  {e['type']:<5} {e['name']:<38} {e['requests']:>8} {e['failures']:>7} {e['p50_ms']:>8.0f} "

@@ -39,13 +39,15 @@ def drop_database(name: str, server_url: str = SERVER_URL) -> None:
 
 def connections(database: str, server_url: str = SERVER_URL) -> dict[str, int]:
     """pg_stat_activity of `database` (this sampler's own connection is made to `postgres`, not counted):
-    {"total", "active", "idle", "idle in transaction"}."""
+    {"total", "active", "idle", "idle in transaction"}, and "server": client connections to every database
+    of the server (max_connections counts those)."""
     with psycopg.connect(f"{server_url}/postgres", autocommit=True, connect_timeout=5) as db:
         rows = db.execute("SELECT coalesce(state, ''), count(*) FROM pg_stat_activity WHERE datname = %s GROUP BY 1",
                           (database,)).fetchall()  # fmt: skip
+        server = db.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'").fetchone()[0]
     counts = {state: n for state, n in rows}
     return {"total": sum(counts.values()), "active": counts.get("active", 0), "idle": counts.get("idle", 0),
-            "idle in transaction": counts.get("idle in transaction", 0)}  # fmt: skip
+            "idle in transaction": counts.get("idle in transaction", 0), "server": server}  # fmt: skip
 
 
 def clean_redis(db: int) -> str:
