@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import torch
 
+from trainers.report import PlainFailure
 from trainers.run.checkpoint_folders import folder_name, step_of
 from trainers.run.seeding import seed_everything
 from trainers.scale.sharded_state import (
@@ -181,18 +182,69 @@ def initial_weights(path: str | Path | None) -> Path | None:
     return None if path is None or has_shards(path) else Path(path)
 
 
+class CheckpointWriteError(PlainFailure, RuntimeError):
+    """A checkpoint could not be written (a full disk, usually); the newest complete one is kept."""
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """What a rank raised inside torch's distributed checkpoint (its CheckpointException holds each failed
+    rank's exception), else `exc` itself."""
+    failures = getattr(exc, "failures", None)
+    if isinstance(failures, dict) and failures:
+        first = next(iter(failures.values()))
+        if isinstance(first, tuple) and first and isinstance(first[0], BaseException):
+            return first[0]
+    return exc
+
+
 def save_checkpoint(trainer: TrainerState, *, final: bool = False) -> Path:
     """Write step-<N> for the trainer's current step, then drop all but the newest `keep_last`.
     Every process calls it: each writes its shards and its own state, rank 0 the rest. The final
-    checkpoint (`final`, or the run's last step) is also exported as a transformers folder."""
+    checkpoint (`final`, or the run's last step) is also exported as a transformers folder.
+
+    A write that fails (a disk that fills: torch's distributed checkpoint says so as a CheckpointException,
+    a BaseException, with no word of space) removes its half-written folder and raises
+    `CheckpointWriteError` saying how much space is left and which checkpoint is kept."""
     spec = trainer.spec.checkpoint
     rank, world = _place()
     done = checkpoints_root(spec.output_dir) / folder_name(trainer.step_count)
     tmp = done.with_name(done.name + ".tmp")
     if rank == 0:
-        shutil.rmtree(tmp, ignore_errors=True)
+        for stale in done.parent.glob("step-*.tmp"):  # left by a write that failed or a process killed
+            shutil.rmtree(stale, ignore_errors=True)
         (tmp / RANKS_DIR).mkdir(parents=True)
     _barrier()  # the empty folder exists before anyone writes into it
+    try:
+        _write_parts(trainer, tmp, rank, world, final=final)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - CheckpointException is a BaseException
+        if rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+        free = shutil.disk_usage(done.parent).free / 2**20 if done.parent.exists() else float("nan")
+        kept = f"the newest complete checkpoint, {trainer.last_checkpoint}, is kept" if trainer.last_checkpoint else (
+            "no earlier checkpoint exists")  # fmt: skip
+        raise CheckpointWriteError(
+            f"could not write checkpoint {done.name} in {done.parent} ({free:.1f} MiB free there): "
+            f"{type(_cause(exc)).__name__}: {_cause(exc)}; {kept}"
+        ) from exc
+    _barrier()  # every process's files are written: the checkpoint may become complete
+    if rank == 0:
+        # The step's folder is replaced only once the new one is whole (a re-save of the same step).
+        previous = done.with_name(done.name + ".old")
+        if done.exists():
+            shutil.rmtree(previous, ignore_errors=True)
+            done.rename(previous)
+        tmp.rename(done)
+        shutil.rmtree(previous, ignore_errors=True)
+        for old in list_checkpoints(spec.output_dir)[: -spec.keep_last]:
+            shutil.rmtree(old, ignore_errors=True)
+    _barrier()  # on every process, a returned checkpoint is complete
+    return done
+
+
+def _write_parts(trainer: TrainerState, tmp: Path, rank: int, world: int, *, final: bool) -> None:
+    """This process's part of a checkpoint into `tmp`: its shards and its own state; rank 0 the rest."""
     save_shards(trainer.model, trainer.optimizer, tmp / SHARDS_DIR)
     torch.save({"rng": rng_state(), "engine": trainer.engine.state_dict()}, rank_file(tmp, rank))
     if final or trainer.step_count >= trainer.spec.optim.total_steps:
@@ -211,14 +263,6 @@ def save_checkpoint(trainer: TrainerState, *, final: bool = False) -> Path:
             },
             tmp / STATE_FILE,
         )
-    _barrier()  # every process's files are written: the checkpoint may become complete
-    if rank == 0:
-        shutil.rmtree(done, ignore_errors=True)
-        tmp.rename(done)
-        for old in list_checkpoints(spec.output_dir)[: -spec.keep_last]:
-            shutil.rmtree(old, ignore_errors=True)
-    _barrier()  # on every process, a returned checkpoint is complete
-    return done
 
 
 def _own_state(path: Path, state: dict[str, Any], rank: int) -> dict[str, Any] | None:

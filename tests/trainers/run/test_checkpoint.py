@@ -116,3 +116,46 @@ def test_a_checkpoint_from_before_sharding_still_resumes_the_same_run(tiny_model
     for key in expected:
         assert got[key] == pytest.approx(expected[key], abs=1e-6), key
     assert [r.completion for r in resumed.rollout_batches[0][1]] == [r.completion for r in whole.rollout_batches[2][1]]
+
+
+def test_a_checkpoint_that_cannot_be_written_leaves_the_last_one_whole_and_says_why(
+    tiny_model_path, tmp_path, monkeypatch
+):
+    """A full disk, as torch's distributed checkpoint reports it: a CheckpointException (a BaseException whose
+    text says nothing of space). The run fails saying which checkpoint failed, the space left and which one is
+    kept; the half-written folder is gone and the kept checkpoint still resumes."""
+    from torch.distributed.checkpoint.api import CheckpointException
+    from torch.distributed.checkpoint.utils import _wrap_exception
+
+    from trainers.run import checkpoint
+
+    writes = []
+    save_shards = checkpoint.save_shards
+
+    def fills_the_disk(model, optimizer, folder):
+        writes.append(folder.parent.name)
+        if len(writes) == 2:  # step 2's: part of it written, then no space
+            (folder / "partial").parent.mkdir(parents=True, exist_ok=True)
+            (folder / "partial").write_bytes(b"\0" * 1024)
+            try:
+                raise OSError(28, "No space left on device")
+            except OSError as exc:  # wrapped as torch's writers wrap what a rank raised
+                raise CheckpointException("write failed", {0: _wrap_exception(exc)}) from None
+        return save_shards(model, optimizer, folder)
+
+    monkeypatch.setattr(checkpoint, "save_shards", fills_the_disk)
+    spec = tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 3}, checkpoint={"every_n_steps": 1})
+    reporter = MemoryReporter()
+    with pytest.raises(checkpoint.CheckpointWriteError) as failed:
+        train(spec, reporter)
+    root = tmp_path / "out" / "checkpoints"
+    message = str(failed.value)
+    assert message.startswith(f"could not write checkpoint step-2 in {root} (")
+    assert "MiB free there): OSError: [Errno 28] No space left on device; " in message
+    assert message.endswith(f"the newest complete checkpoint, {root / 'step-1'}, is kept")
+    assert reporter.states[-1] == ("failed", message)
+    assert sorted(p.name for p in root.iterdir()) == ["step-1"]  # no step-2.tmp left behind
+    monkeypatch.setattr(checkpoint, "save_shards", save_shards)
+    resumed = tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 3},
+                        checkpoint={"every_n_steps": 1, "resume_from": "latest"})  # fmt: skip
+    assert train(resumed, MemoryReporter()).steps == 3
