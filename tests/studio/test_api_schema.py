@@ -200,7 +200,7 @@ STATED_EVERYWHERE = [
         r".+\..+",
         r"invalid regular expression|syntax error|needs a |must be (above|below)|must not exceed|"
         r"must lie between|name the split|set a held-out dataset|in formula|not both|must contain \{|must lie in|"
-        r"is (above|below)|give .+, or ",
+        r"is (above|below)|give .+, or |it needs mode ",
     ),  # fmt: skip
 ]
 STATED = {
@@ -215,7 +215,8 @@ STATED = {
                                 (r"prompt_field", r"set prompt_field or messages_field")],
     "POST /api/experiments/": [(r"environment_version", r"has versions"), (r"dataset", r"choose a dataset"),
                                (r"model\.path", r"is not a local folder")],
-    "POST /api/experiments/{id}/launch/": [(r"eval\.checkpoint", r"does not exist")],
+    "POST /api/experiments/{id}/launch/": [(r"eval\.checkpoint", r"does not exist"),
+                                           (r"model\.path", r"is not a local folder")],  # as the experiment's
     "PUT /api/experiments/{experiment_id}/mirror-settings/": [(r"inherit", r"must be true .* or false")],
     "POST /api/teams/{team_id}/tracker-secrets/": [(r"endpoint", r"required: the server this secret")],
     "POST /api/environments/{id}/try/": [(r"model", r"give a model path or a checkpoint"),

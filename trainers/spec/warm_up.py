@@ -18,12 +18,16 @@ class WarmUpSpec(Section):
     path: str = Field(
         ...,
         min_length=1,
-        description='Example conversations: a JSONL, JSON, CSV or Parquet file whose rows hold a list of chat '
+        description="Example conversations: a JSONL, JSON, CSV or Parquet file whose rows hold a list of chat "
         'messages [{"role", "content"}] (system, user, assistant, tool...), each ending with what the model '
         "should write. Empty: no cold start.",
         json_schema_extra=marks(DATA),
     )
-    messages_field: str = Field("messages", description="Field of each row holding its conversation.")
+    messages_field: str = Field(
+        "messages",
+        description="Field of each row holding its conversation.",
+        json_schema_extra={"pattern": r"\S"},  # the schema says what `_named` refuses: blank text
+    )
     steps: int = Field(8, ge=1, le=100_000, description="Optimiser steps (AdamW, constant learning rate).")
     batch_size: int = Field(8, ge=1, le=4096, description="Conversations per step, drawn at random (seeded).")
     lr: float = Field(1e-4, gt=0, le=1, description="Learning rate of the cold start (RL's is optim.lr).")
