@@ -97,6 +97,16 @@ def test_twenty_wrong_passwords_lock_the_token_endpoint_until_an_admin_lifts_it(
     assert answer.status_code == 200 and answer.json()["token"] == Token.objects.get(user=guessed).key
 
 
+def test_a_username_longer_than_any_user_s_is_refused_before_sign_in_is_tried(guessed):
+    # django-axes would record it in a 255-character column, which PostgreSQL refuses to overflow (a 500).
+    for long_name in ("x" * 151, "é" * 300):
+        for body in ({"username": long_name, "password": "p"}, {"username": long_name, "password": PASSWORD}):
+            answer = APIClient().post("/api/token/", body, format="json", REMOTE_ADDR=ADDRESS)
+            assert answer.status_code == 400 and "username" in answer.json()
+    assert not AccessAttempt.objects.exists()  # not a failed sign-in: no attempt was made
+    assert ask_token(APIClient(), PASSWORD).status_code == 200
+
+
 def test_a_lockout_on_the_page_also_locks_the_token_endpoint(guessed, settings):
     for i in range(settings.AXES_FAILURE_LIMIT):
         sign_in(Client(), f"guess-{i}")
