@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -56,6 +57,16 @@ COLLECTIONS = ("teams", "datasets", "rubrics", "environments", "experiments", "r
 
 class Rollback(Exception):
     """Raised to undo what one operation's examples wrote."""
+
+
+def rolled_back(run: Callable[[], None]) -> None:
+    """`run()` inside a transaction that is then rolled back: one operation's requests leave nothing behind."""
+    try:
+        with transaction.atomic():
+            run()
+            raise Rollback
+    except Rollback:
+        pass
 
 
 class Rejected(Exception):
@@ -173,11 +184,7 @@ def exercise(operation, mode: GenerationMode, world, examples: int, counter: lis
         case.validate_response(response, checks=checks, headers=headers)
 
     try:
-        with transaction.atomic():
-            check()
-            raise Rollback
-    except Rollback:
-        pass
+        rolled_back(check)
     except Unsatisfiable as exc:  # negative: an operation with nothing to send wrong (no parameters, no body)
         if mode is GenerationMode.POSITIVE:
             raise Rejected(f"{mode.value} {operation.label}: {exc}") from None
@@ -300,12 +307,7 @@ def strictly(operation, world, examples: int, found: dict[str, list[str]]) -> No
                 if answer.status_code != 400 or name not in answer.json():
                     found["not_required"].append(f"{operation.label}: without {name}: {answer.status_code}")
 
-    try:
-        with transaction.atomic():
-            check()
-            raise Rollback
-    except Rollback:
-        pass
+    rolled_back(check)
 
 
 def test_the_schema_is_as_strict_as_the_serializers(world, app, monkeypatch):

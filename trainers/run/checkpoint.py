@@ -224,9 +224,10 @@ def save_checkpoint(trainer: TrainerState, *, final: bool = False) -> Path:
         free = shutil.disk_usage(done.parent).free / 2**20 if done.parent.exists() else float("nan")
         kept = f"the newest complete checkpoint, {trainer.last_checkpoint}, is kept" if trainer.last_checkpoint else (
             "no earlier checkpoint exists")  # fmt: skip
+        cause = _cause(exc)
         raise CheckpointWriteError(
             f"could not write checkpoint {done.name} in {done.parent} ({free:.1f} MiB free there): "
-            f"{type(_cause(exc)).__name__}: {_cause(exc)}; {kept}"
+            f"{type(cause).__name__}: {cause}; {kept}"
         ) from exc
     _barrier()  # every process's files are written: the checkpoint may become complete
     if rank == 0:

@@ -12,15 +12,12 @@ a tools environment whose model calls no tool, by `trainers.run.tool_silence`.""
 from __future__ import annotations
 
 from trainers.report import Reporter
+from trainers.rollout.environments.tool_calls import malformed
 from trainers.spec import RunSpec
 from trainers.update.groups import Group
 
 STEPS = 3  # steps in a row before a warning
 CUT_CALL_SHARE = 0.25  # the share of episodes with a cut tool call that warns
-
-
-def _malformed(error: str | None) -> bool:
-    return (error or "").startswith("malformed")
 
 
 class LearningWatch:
@@ -82,7 +79,7 @@ class LearningWatch:
     def _watch_cut_calls(self, step: int, groups: list[Group], reporter: Reporter) -> None:
         episodes = [ep for grp in groups for ep in grp.episodes]
         cut = sum(
-            any(t.finish_reason == "length" and any(_malformed(c.error) for c in t.tool_calls) for t in ep.turns)
+            any(t.finish_reason == "length" and any(malformed(c) for c in t.tool_calls) for t in ep.turns)
             for ep in episodes
         )
         if cut and cut / len(episodes) >= CUT_CALL_SHARE:

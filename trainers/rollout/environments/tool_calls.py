@@ -115,6 +115,11 @@ def parse_tool_calls(text: str, formats: Sequence[str] = FORMATS) -> list[ToolCa
     return [call for _, call in sorted(found, key=lambda pair: pair[0])]
 
 
+def malformed(call: ToolCall) -> bool:
+    """The call could not be read (its error says "malformed ..."), as opposed to one that ran and failed."""
+    return (call.error or "").startswith("malformed")
+
+
 def well_formed(calls: Sequence[ToolCall]) -> bool:
     """At least one call, and none malformed."""
-    return bool(calls) and all(not (c.error or "").startswith("malformed") for c in calls)
+    return bool(calls) and not any(malformed(c) for c in calls)
