@@ -15,7 +15,8 @@ from studio.experiments import paths
 from studio.lib.api_schema import error
 from studio.lib.fields import IdField, JSONField, StudioModelSerializer
 from studio.lib.team_api import TeamField, TeamScopedViewSet
-from trainers.rollout.environments.catalog import ENVIRONMENT_KINDS
+from trainers.rollout.environments.catalog import ENVIRONMENT_KINDS, ToolsParams
+from trainers.rollout.environments.system_prompt import DEFAULT, suggested_system_prompt
 from trainers.spec import EnvironmentSpec
 
 
@@ -132,3 +133,33 @@ def environment_kinds(request):
     """Each environment kind with the JSON schema of its parameters."""
     return Response({kind: {"description": entry.description.strip(), "params": entry.params_model.model_json_schema()}
                      for kind, entry in ENVIRONMENT_KINDS.items()})  # fmt: skip
+
+
+class SystemPromptSerializer(serializers.Serializer):
+    tools = serializers.ListField(
+        child=serializers.DictField(), max_length=50,
+        help_text='The tools chosen, as in a tools config: [{"kind": "calculator"}, {"kind": ..., "params": ...}]; '
+        "entries that are not a valid tool are left out.",
+    )  # fmt: skip
+    answer = serializers.ChoiceField(["no_tool_call", "answer_tag"], default="no_tool_call",
+                                     help_text="The tools environment's answer setting.")  # fmt: skip
+    answer_tag = serializers.RegexField(ToolsParams.model_fields["answer_tag"].metadata[0].pattern, max_length=40,
+                                        default="answer", help_text="Tag name for answer=answer_tag.")  # fmt: skip
+
+
+SYSTEM_PROMPT = inline_serializer("SuggestedSystemPrompt", {
+    "system_prompt": serializers.CharField(help_text="Names the tools and the answer format."),
+    "default": serializers.CharField(help_text="The schema's default system prompt (what a form starts with)."),
+})  # fmt: skip
+
+
+@extend_schema(request=SystemPromptSerializer, responses={200: SYSTEM_PROMPT})
+@api_view(["POST"])
+@permission_classes([IsAuthenticated])
+def tools_system_prompt(request):
+    """The system prompt a tools environment starts from for these tools (the editor offers it); runs nothing."""
+    data = SystemPromptSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    options = data.validated_data
+    text = suggested_system_prompt(options["tools"], options["answer"], options["answer_tag"])
+    return Response({"system_prompt": text, "default": DEFAULT})

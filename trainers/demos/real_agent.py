@@ -41,6 +41,7 @@ from trainers.demos.demo import with_overrides, write_rows
 from trainers.episodes import Message
 from trainers.rollout.environments.base import EpisodeLimits
 from trainers.rollout.environments.kinds.tools import ToolsEnvironment
+from trainers.rollout.environments.system_prompt import suggested_system_prompt
 from trainers.run.sft import cold_start
 from trainers.spec import EnvironmentSpec
 
@@ -69,8 +70,9 @@ EXPERIMENT_DESCRIPTION = (
 )
 
 PROMPTS = {"+": "What is {a} + {b}?", "*": "What is {a} * {b}?"}
-SYSTEM_PROMPT = "You are a helpful assistant. Use the calculator for arithmetic, then answer with the number only."
 TOOL = "calculator"
+# The prompt the studio's environment editor suggests for the calculator (the same words, one source).
+SYSTEM_PROMPT = suggested_system_prompt([{"kind": TOOL}])
 FINAL = "{result}"  # the final answer the cold start teaches: the calculator's result alone
 # What the cold-start transcripts do, in shares: call the calculator and answer with its result /
 # answer at once with a near miss. RL starts from a model that calls the tool on most episodes, not all.

@@ -29,6 +29,14 @@ class ToolParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     offers: ClassVar[str] = ""
+    # How the suggested system prompt tells the model to use the tool ("the calculator for arithmetic"),
+    # and the answer it then asks for when this tool decides it ("the number only"; "" for no opinion):
+    # see trainers.rollout.environments.system_prompt.
+    use: ClassVar[str] = ""
+    answer_shape: ClassVar[str] = ""
+
+    def prompt_use(self) -> str:
+        return self.use or f"the {self.offers} tool"
 
     def function_names(self) -> list[str]:
         """The names of the functions this configuration offers, known without running anything
@@ -40,18 +48,22 @@ class CalculatorParams(ToolParams):
     """Arithmetic on numbers, constants and math functions, evaluated with bounds (no code runs)."""
 
     offers = "calculator"
+    use = "the calculator for arithmetic"
+    answer_shape = "the number only"
 
 
 class PythonToolParams(ToolParams):
     """A stateful Python interpreter in the sandbox, variables kept across one episode's calls."""
 
     offers = "python"
+    use = "python to run code for anything that needs computing"
 
 
 class SearchParams(ToolParams):
     """BM25 search over a document collection (a dataset file: JSON Lines, CSV, Parquet...)."""
 
     offers = "search"
+    use = "search to look facts up in the documents"
 
     dataset: str = Field(
         ...,
@@ -114,6 +126,10 @@ class FunctionsParams(ToolParams):
 
     def function_names(self) -> list[str]:
         return self.chosen(top_level_functions(parse_source(self.code)))
+
+    def prompt_use(self) -> str:
+        names = self.function_names()
+        return f"the function{'s' if len(names) > 1 else ''} {', '.join(names)}"
 
 
 # Tool kind -> its parameters model, in the order the studio lists them.

@@ -92,6 +92,12 @@ def show(value: int | float) -> str:
     return f"{value:.12g}"
 
 
+# Shaped as a placeholder, not as a value: given "For example: (3 + 4.5) * 2 ** 10", the real model copied
+# that expression into its calls instead of the question's numbers (issue 39). A copied "A * (B + C)"
+# is refused with the name it holds, which the model reads in the tool's reply.
+EXPRESSION_HELP = "The arithmetic to evaluate, written with the question's own numbers in place of A, B, C: A * (B + C)"
+
+
 @TOOLS.register("calculator")
 class Calculator(FunctionTool):
     params_model = CalculatorParams
@@ -102,7 +108,7 @@ class Calculator(FunctionTool):
     )
     parameters = {
         "type": "object",
-        "properties": {"expression": {"type": "string", "description": "For example: (3 + 4.5) * 2 ** 10"}},
+        "properties": {"expression": {"type": "string", "description": EXPRESSION_HELP}},
         "required": ["expression"],
     }
 
