@@ -8,7 +8,7 @@ from rest_framework.routers import DefaultRouter
 from studio.accounts.api import TeamViewSet
 from studio.accounts.tokens import obtain_token
 from studio.datasets.api import DatasetViewSet
-from studio.environments.api import EnvironmentViewSet, environment_kinds
+from studio.environments.api import EnvironmentViewSet, environment_kinds, tools_system_prompt
 from studio.experiments import catalog
 from studio.experiments.api import ExperimentViewSet
 from studio.rubrics.api import RubricViewSet, criterion_kinds
@@ -29,6 +29,7 @@ api = [
     path("spec-schema/", catalog.spec_schema, name="api-spec-schema"),
     path("criterion-kinds/", criterion_kinds, name="api-criterion-kinds"),
     path("environment-kinds/", environment_kinds, name="api-environment-kinds"),
+    path("environment-kinds/tools/system-prompt/", tools_system_prompt, name="api-tools-system-prompt"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
 ]
 
