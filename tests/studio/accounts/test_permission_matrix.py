@@ -135,6 +135,8 @@ API_POLICY = [
         body={"pairs": PAIRS, "spec": OTHER_RUBRIC}),                      # an unsaved rubric
     # --- environments: like rubrics (an unsaved config may hold tool code, so editors only)
     row("GET",    "/api/environment-kinds/",                       200,  200,  200,  200,  403),
+    row("POST",   "/api/environment-kinds/tools/system-prompt/",   200,  200,  200,  200,  403,
+        body={"tools": [{"kind": "calculator"}]}),                          # runs nothing, reads no team object
     row("GET",    "/api/environments/",                            200,  200,  200,  200,  403),
     row("POST",   "/api/environments/",                            201,  201,  403,  404,  403,
         body={"team": "{team}", "name": "made", "config": ENVIRONMENT}),

@@ -57,3 +57,23 @@ class EnvironmentsTest(StudioTestCase):
     def test_the_kinds_endpoint_gives_each_kinds_params_schema(self):
         kinds = self.client_for(self.carol).get("/api/environment-kinds/").json()
         self.assertEqual(kinds[KIND]["params"]["properties"]["start"]["maximum"], 10)
+
+
+class ToolsSystemPromptTest(StudioTestCase):
+    """The editor's starting system prompt for the tools chosen (trainers.rollout.environments.system_prompt)."""
+
+    URL = "/api/environment-kinds/tools/system-prompt/"
+
+    def test_it_names_the_tools_and_the_answer_format(self):
+        response = self.client_for(self.carol).post(self.URL, {"tools": [{"kind": "calculator"}]}, format="json")
+        self.assertEqual(response.status_code, 200, response.content)
+        body = response.json()
+        self.assertIn("Use the calculator for arithmetic, then answer with the number only.", body["system_prompt"])
+        self.assertEqual(body["default"], "You are a helpful assistant.")
+
+    def test_a_bad_answer_tag_is_refused_naming_the_field(self):
+        response = self.client_for(self.carol).post(
+            self.URL, {"tools": [{"kind": "calculator"}], "answer": "answer_tag", "answer_tag": "<b>"}, format="json"
+        )
+        self.assertEqual(response.status_code, 400)
+        self.assertIn("answer_tag", response.json())
