@@ -9,14 +9,15 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from trainers.data.prompts import load_prompts
+from trainers.data.prompts import Prompt, load_prompts
 from trainers.models.loading import default_device, load_policy
 from trainers.report import Reporter, failure_reported
 from trainers.rewards.rubric import Rubric
-from trainers.rollout.engines.base import SamplingParams
+from trainers.rollout.engines.base import RolloutEngine, SamplingParams
 from trainers.rollout.engines.catalog import create_engine
 from trainers.rollout.generate import ScoredGroup, generate_and_score
 from trainers.run.records import episode_rollout
@@ -61,50 +62,13 @@ def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] 
             prompts = load_prompts(spec.data, tokenizer)[: spec.eval.num_prompts]
             rubric = Rubric.from_spec(spec.rubric)
             engine = create_engine(spec, model=model, tokenizer=tokenizer)
-            k = spec.eval.samples_per_prompt
-            params = SamplingParams.from_spec(spec)
-            chunk = max(1, spec.rollout.generation_batch_size // k)  # prompts per engine call
-            rewards: list[list[float]] = []
-            passed: list[list[bool]] = []
-            criteria: dict[str, list[float]] = {name: [] for name in rubric.names}
-            stopped = False
-            for start in range(0, len(prompts), chunk):
-                if should_stop():
-                    stopped = True
-                    break
-                batch = prompts[start : start + chunk]
-                t0 = time.perf_counter()
-                rollouts = []
-                scored_groups = generate_and_score(
-                    engine, rubric, batch, k, params, tokenizer=tokenizer, environment=spec.environment
-                )
-                for scored in scored_groups:
-                    group = scored.results
-                    totals = episode_totals(scored)
-                    rewards.append(totals)
-                    passed.append([bool(r.passed) for r in group])
-                    for name in rubric.names:
-                        criteria[name].extend(r.scores[name].score for r in group)
-                    multi_turn = spec.environment is not None
-                    rollouts += [
-                        episode_rollout(
-                            ep,
-                            r,
-                            step=0,
-                            prompt_id=scored.prompt.id,
-                            sample_index=j,
-                            reward=reward,
-                            prompt=ep.messages if multi_turn else scored.prompt.row.prompt,
-                            multi_turn=multi_turn,
-                        )  # fmt: skip
-                        for j, (ep, r, reward) in enumerate(zip(scored.episodes, group, totals, strict=True))
-                    ]
-                reporter.log(f"evaluated {start + len(batch)}/{len(prompts)} prompts ({time.perf_counter() - t0:.2f}s)")
-                reporter.rollouts(0, rollouts)  # last: it closes the batch for reporters that flush on it
+            samples = sample_prompts(spec, engine, rubric, tokenizer, prompts, reporter, should_stop)
+            rewards, k = samples.rewards, spec.eval.samples_per_prompt
             has_threshold = spec.rubric.pass_threshold is not None
-            metrics = sampled_metrics("eval", rewards, criteria, k, passed if has_threshold else None)
+            passed = samples.verdicts if has_threshold else None
+            metrics = sampled_metrics("eval", rewards, samples.criteria, k, passed)
             reporter.metrics(0, metrics)
-            status = "cancelled" if stopped else "succeeded"
+            status = "cancelled" if samples.stopped else "succeeded"
             reporter.status(status, f"{len(rewards)} prompts x {k} samples")
             return EvalResult(status, len(rewards), k, metrics)
     finally:
@@ -114,6 +78,69 @@ def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] 
             engine.close()
         if rubric is not None:
             rubric.close()
+
+
+@dataclass
+class Samples:
+    """k scored samples of each prompt evaluated: rewards[i] and verdicts[i] (the rubric's pass verdict, None
+    without a threshold) are prompt i's; criteria[name] holds every sample's score; stopped: cut short."""
+
+    rewards: list[list[float]] = field(default_factory=list)
+    verdicts: list[list[bool | None]] = field(default_factory=list)
+    criteria: dict[str, list[float]] = field(default_factory=dict)
+    stopped: bool = False
+
+
+def sample_prompts(
+    spec: RunSpec,
+    engine: RolloutEngine,
+    rubric: Rubric,
+    tokenizer: Any,
+    prompts: list[Prompt],
+    reporter: Reporter,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> Samples:
+    """`spec.eval.samples_per_prompt` samples of each prompt (episodes in `spec.environment`), sampled as
+    `spec.rollout` says, in engine calls of about `rollout.generation_batch_size` sequences, each batch's
+    rollouts reported at step 0. `should_stop()` is checked between batches."""
+    k = spec.eval.samples_per_prompt
+    params = SamplingParams.from_spec(spec)
+    chunk = max(1, spec.rollout.generation_batch_size // k)  # prompts per engine call
+    out = Samples(criteria={name: [] for name in rubric.names})
+    multi_turn = spec.environment is not None
+    for start in range(0, len(prompts), chunk):
+        if should_stop():
+            out.stopped = True
+            break
+        batch = prompts[start : start + chunk]
+        t0 = time.perf_counter()
+        rollouts = []
+        scored_groups = generate_and_score(
+            engine, rubric, batch, k, params, tokenizer=tokenizer, environment=spec.environment
+        )
+        for scored in scored_groups:
+            group = scored.results
+            totals = episode_totals(scored)
+            out.rewards.append(totals)
+            out.verdicts.append([r.passed for r in group])
+            for name in rubric.names:
+                out.criteria[name].extend(r.scores[name].score for r in group)
+            rollouts += [
+                episode_rollout(
+                    ep,
+                    r,
+                    step=0,
+                    prompt_id=scored.prompt.id,
+                    sample_index=j,
+                    reward=reward,
+                    prompt=ep.messages if multi_turn else scored.prompt.row.prompt,
+                    multi_turn=multi_turn,
+                )  # fmt: skip
+                for j, (ep, r, reward) in enumerate(zip(scored.episodes, group, totals, strict=True))
+            ]
+        reporter.log(f"evaluated {start + len(batch)}/{len(prompts)} prompts ({time.perf_counter() - t0:.2f}s)")
+        reporter.rollouts(0, rollouts)  # last: it closes the batch for reporters that flush on it
+    return out
 
 
 def episode_totals(scored: ScoredGroup) -> list[float]:
