@@ -23,16 +23,34 @@ from trainers.curriculum.budgets import Allocation
 from trainers.curriculum.hints import Hinter
 from trainers.curriculum.state import Curriculum
 from trainers.data.procedural.source import ProceduralSource
-from trainers.data.prompts import Prompt
+from trainers.data.prompts import Prompt, cut_prompts_warning, load_prompts
 from trainers.data.source import PromptSource
 from trainers.episodes import Episode
 from trainers.rewards.rubric import Rubric
 from trainers.rollout.engines.base import RolloutEngine, SamplingParams
 from trainers.rollout.generate import ScoredGroup, generate_and_score, score_groups
 from trainers.run.pipeline import Counters, Pipeline, Taken, async_metrics
+from trainers.run.validation import split_prompts
 from trainers.scale.distributed import DistInfo, any_process, gathered_lists, shard, sum_over_processes
 from trainers.spec import RunSpec
 from trainers.update.groups import Group, shape_groups
+
+
+def training_prompts(
+    spec: RunSpec, tokenizer, warn: Callable[[str], None] = lambda message: None
+) -> tuple[PromptSource | ProceduralSource, list[Prompt]]:
+    """The run's training prompts as the collector draws them (a source that keeps the data position), and
+    the held-out prompts validation draws from; `warn` hears of prompts cut to max_prompt_tokens."""
+    if spec.data.procedural is not None:  # generated prompts at a level the run adapts (RLVE)
+        # Validation draws from the task's held-out problems (load_rows of a generated task),
+        # which never share a prompt with the training pool.
+        source = ProceduralSource(spec.data, tokenizer, seed=spec.optim.seed)
+        return source, split_prompts(spec, tokenizer, load_prompts(spec.data, tokenizer))[1]
+    prompts = load_prompts(spec.data, tokenizer)
+    if (cut := cut_prompts_warning(prompts, tokenizer, spec.data)) is not None:
+        warn(cut)
+    prompts, held_out = split_prompts(spec, tokenizer, prompts)  # held-out rows never train
+    return PromptSource(prompts, seed=spec.optim.seed, shuffle=spec.data.shuffle), held_out
 
 
 @dataclass

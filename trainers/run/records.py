@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from trainers.data.prompts import Hint
 from trainers.episodes import Episode
 from trainers.report import Rollout
 from trainers.rewards.sample import RubricResult
+from trainers.scale.distributed import DistInfo, gathered_lists
+
+if TYPE_CHECKING:
+    from trainers.update.groups import Group
 
 
 def episode_rollout(
@@ -55,3 +61,34 @@ def step_group_ids(prompt_ids: list[str]) -> list[str]:
         seen[pid] = seen.get(pid, 0) + 1
         out.append(pid if seen[pid] == 1 else f"{pid}@{seen[pid]}")
     return out
+
+
+def step_rollouts(
+    groups: list[Group], trained: set[int], *, step: int, multi_turn: bool, dist: DistInfo
+) -> list[Rollout]:
+    """This process's groups of step `step` as Rollouts (`trained`: the ids of the groups it trained on). Their
+    group ids are numbered over the step's groups on every process (a row drawn on two processes is "id" on
+    the first and "id@1" on the second), so the gathered step has no two groups of one name. Every process
+    must call it."""
+    ids = [grp.prompt.id for grp in groups]
+    per_process = gathered_lists([ids], dist)
+    before = sum(len(part) for part in per_process[: dist.rank])
+    group_ids = step_group_ids([i for part in per_process for i in part])[before : before + len(ids)]
+    return [
+        episode_rollout(
+            ep,
+            res,
+            step=step,
+            prompt_id=group_id,
+            sample_index=j,
+            reward=grp.totals[j],
+            prompt=ep.messages if multi_turn else grp.prompt.row.prompt,
+            advantage=grp.advantages[j] if grp.advantages else 0.0,
+            trained=id(grp) in trained,
+            multi_turn=multi_turn,
+            hint=grp.prompt.hint,
+            trained_version=step - 1,  # rollouts are reported after the step's update
+        )  # fmt: skip
+        for grp, group_id in zip(groups, group_ids, strict=True)
+        for j, (ep, res) in enumerate(zip(grp.episodes, grp.results, strict=True))
+    ]
