@@ -4,6 +4,7 @@ import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -138,12 +139,9 @@ def kept_gradients() -> Iterator[dict[str, Any]]:
         passes.apply_gradients = apply_gradients
 
 
-def update_parts(spec: RunSpec):
-    """A policy update built alone, as a run builds it, on one process without a trainer: (PolicyUpdate,
-    model, tokenizer). For tests of a step's stages that need no engine, rubric or data."""
-    import torch  # the parts' own imports need torch
-
-    from trainers.models.loading import default_device, load_policy, load_reference
+def policy_update(spec: RunSpec, model, tokenizer):
+    """The policy update over `model` as a run builds it on one process: its reference, optimiser and lockstep."""
+    from trainers.models.loading import load_reference
     from trainers.scale.distributed import dist_info
     from trainers.update.lockstep import Lockstep
     from trainers.update.logprobs import chunk_tokens_for
@@ -151,15 +149,89 @@ def update_parts(spec: RunSpec):
     from trainers.update.optimizer import make_optimizer
     from trainers.update.policy_update import PolicyUpdate
 
-    torch.manual_seed(spec.optim.seed)
-    device = default_device()
-    model, tokenizer = load_policy(spec.model, device)
+    device = next(model.parameters()).device
     reference = load_reference(spec.model, model, spec.algorithm.kl_beta)
     lockstep = Lockstep(
         sharded=False, dist=dist_info(), device=device, pad_id=tokenizer.pad_token_id, precision=spec.optim.precision,
         chunk_tokens=chunk_tokens_for(model, spec.optim.logprob_chunk_mib),
         pack_tokens=MicroBatching.of(spec.optim).pack_tokens,
     )  # fmt: skip
-    update = PolicyUpdate(spec, model, reference, make_optimizer(model, spec.optim), dist=lockstep.dist,
-                          lockstep=lockstep)  # fmt: skip
-    return update, model, tokenizer
+    return PolicyUpdate(spec, model, reference, make_optimizer(model, spec.optim), dist=lockstep.dist,
+                        lockstep=lockstep)  # fmt: skip
+
+
+def update_parts(spec: RunSpec):
+    """A policy update built alone, as a run builds it, on one process without a trainer: (PolicyUpdate,
+    model, tokenizer). For tests of a step's stages that need no engine, rubric or data."""
+    import torch  # the parts' own imports need torch
+
+    from trainers.models.loading import default_device, load_policy
+
+    torch.manual_seed(spec.optim.seed)
+    model, tokenizer = load_policy(spec.model, default_device())
+    return policy_update(spec, model, tokenizer), model, tokenizer
+
+
+@dataclass
+class StepParts:
+    """The parts a step is made of, built alone on one process as a run builds them (no Trainer, no
+    checkpoint, no validation): the policy and its tokenizer, the data source and curriculum, the rubric,
+    the engine, hints, the collector (steps 1-3) and, when asked for, the policy update (4-8)."""
+
+    spec: RunSpec
+    model: Any
+    tokenizer: Any
+    source: Any
+    curriculum: Any
+    rubric: Any
+    engine: Any
+    hinter: Any
+    collector: Any
+    update: Any = None
+    scheduler: Any = None
+
+    def rollouts(self, groups: list, trained: list, step: int) -> list:
+        """`groups` of step `step` as the run reports them (`trained`: the groups it trained on)."""
+        from trainers.run.records import step_rollouts
+        from trainers.scale.distributed import dist_info
+
+        return step_rollouts(groups, {id(g) for g in trained}, step=step, multi_turn=self.spec.environment is not None,
+                             dist=dist_info())  # fmt: skip
+
+
+@contextmanager
+def step_parts(spec: RunSpec, *, update: bool = False) -> Iterator[StepParts]:
+    """The parts of a step built alone (see StepParts), seeded as a run seeds them; closed on leaving."""
+    from trainers.curriculum.hints import Hinter
+    from trainers.curriculum.state import Curriculum
+    from trainers.models.loading import default_device, load_policy
+    from trainers.rewards.rubric import Rubric
+    from trainers.rollout.engines.catalog import create_engine
+    from trainers.run.collection import GroupCollector, training_prompts
+    from trainers.run.sampler import sampling_params
+    from trainers.run.seeding import seed_everything
+    from trainers.scale.distributed import dist_info
+    from trainers.update.optimizer import make_scheduler
+
+    seed_everything(spec.optim.seed)
+    device = default_device()
+    model, tokenizer = load_policy(spec.model, device)
+    source, _ = training_prompts(spec, tokenizer)
+    curriculum, rubric = Curriculum(spec, source), Rubric.from_spec(spec.rubric)
+    engine = create_engine(spec, model=model, tokenizer=tokenizer)  # synchronous: it samples from the policy
+    hinter = Hinter.from_spec(spec.curriculum, tokenizer) if spec.curriculum.hints else None
+    collector = GroupCollector(
+        spec, dist=dist_info(), device=device, local_prompts=spec.optim.prompts_per_step, engine=engine,
+        tokenizer=tokenizer, rubric=rubric, curriculum=curriculum, source=source, hinter=hinter,
+        sampling=sampling_params(spec), sampling_model=model, steps_done=lambda: 0,  # read when asynchronous
+    )  # fmt: skip
+    parts = StepParts(spec, model, tokenizer, source, curriculum, rubric, engine, hinter, collector)
+    if update:
+        parts.update = policy_update(spec, model, tokenizer)
+        parts.scheduler = make_scheduler(parts.update.optimise.optimizer, spec.optim)
+    try:
+        yield parts
+    finally:
+        collector.close()
+        engine.close()
+        rubric.close()
