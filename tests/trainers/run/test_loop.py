@@ -2,10 +2,12 @@ import math
 
 import pytest
 
-from tests.trainers.helpers import tiny_spec
+from tests.trainers.helpers import step_parts, tiny_spec
 from trainers.report import MemoryReporter
+from trainers.run.failure_watch import FailureWatch
 from trainers.run.loop import train
-from trainers.update.optimizer import lr_lambda
+from trainers.run.step_metrics import reward_metrics
+from trainers.update.optimizer import advance_schedule, lr_lambda, make_optimizer, make_scheduler
 
 STEP_KEYS = {
     "reward/mean", "reward/std", "reward/letter/mean", "reward/frac_zero_std_groups",
@@ -34,9 +36,12 @@ def test_a_run_reports_status_metrics_rollouts_and_a_final_checkpoint(tiny_model
 
 
 def test_rollout_rewards_and_advantages_agree_with_the_metrics(tiny_model_path, tmp_path):
-    reporter = MemoryReporter()
-    train(tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 1}), reporter)
-    (_, rollouts), (_, metrics) = reporter.rollout_batches[0], reporter.metric_points[0]
+    # The step's groups (collection), their advantages (the policy update), as rollouts and reward metrics.
+    with step_parts(tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 1}), update=True) as parts:
+        found = parts.collector.collect(0)
+        parts.update(found.kept, 0, None)
+        rollouts = parts.rollouts(found.generated, found.kept, step=1)
+        metrics = reward_metrics(found.generated, parts.rubric.names)
     rewards = [r.reward for r in rollouts]
     assert sum(rewards) / len(rewards) == pytest.approx(metrics["reward/mean"])
     for prompt_id in {r.prompt_id for r in rollouts}:
@@ -50,9 +55,10 @@ def test_rollout_rewards_and_advantages_agree_with_the_metrics(tiny_model_path, 
 def test_the_rubric_scores_the_completion_not_the_prompt(tiny_model_path, tmp_path):
     # The prompt "Repeat the letter: a" contains the letter: a rubric that saw it would give every
     # completion some credit for 'a'. Completions without the letter must score exactly 0.
-    reporter = MemoryReporter()
-    train(tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 1}), reporter)
-    for r in reporter.rollout_batches[0][1]:
+    with step_parts(tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 1})) as parts:
+        found = parts.collector.collect(0)
+        rollouts = parts.rollouts(found.generated, found.kept, step=1)
+    for r in rollouts:
         letter = r.prompt[-1]
         if letter not in r.completion:
             assert r.reward == 0.0
@@ -62,7 +68,7 @@ def test_should_stop_ends_the_run_between_steps_with_a_checkpoint(tiny_model_pat
     reporter = MemoryReporter()
     result = train(tiny_spec(tiny_model_path, tmp_path), reporter, should_stop=lambda: len(reporter.metric_points) >= 1)
     assert result.status == "cancelled" and result.steps == 1
-    assert reporter.states[-1] == ("cancelled", "stopped at step 1")
+    assert reporter.states[-1] == ("cancelled", "stopped at step 1: the step-1 checkpoint is kept")
     assert [s for s, _ in reporter.checkpoints] == [1]
 
 
@@ -77,14 +83,18 @@ def test_kl_ppo_epochs_and_dapo_filters_run_together(tiny_model_path, tmp_path):
         },
         optim={"total_steps": 2},
     )  # fmt: skip
-    reporter = MemoryReporter()
-    assert train(spec, reporter).status == "succeeded"
-    for _, m in reporter.metric_points:
-        assert m["data/generation_rounds"] in (1.0, 2.0)
+    updates = []
+    with step_parts(spec, update=True) as parts:  # two steps: collection and the update on what it kept
+        for step in range(2):
+            found = parts.collector.collect(step)
+            assert found.rounds in (1, 2)
+            updates.append(parts.update(found.kept, step, None) if found.kept else {})
+            advance_schedule(parts.scheduler)
+    for m in updates:
         # Every update reports its KL term (k3 is never negative, so its sign says nothing; the
         # overlong filter masks most of a random model's truncated completions, so it may be 0).
         assert ("actor/kl" in m) == ("actor/loss" in m)
-    assert reporter.metric_points[1][1].get("actor/ppo_kl") is not None
+    assert updates[1].get("actor/ppo_kl") is not None
 
 
 def test_kl_in_the_reward_with_rloo(tiny_model_path, tmp_path):
@@ -100,7 +110,11 @@ def test_kl_in_the_reward_with_rloo(tiny_model_path, tmp_path):
         },
         optim={"total_steps": 2},
     )
-    assert train(spec, MemoryReporter()).status == "succeeded"
+    with step_parts(spec, update=True) as parts:  # two steps of collection and the update
+        for step in range(2):
+            found = parts.collector.collect(step)
+            assert math.isfinite(parts.update(found.kept, step, None)["actor/loss"])
+            advance_schedule(parts.scheduler)
 
 
 def test_a_bad_dataset_fails_the_run_with_the_reason(tiny_model_path, tmp_path):
@@ -161,14 +175,15 @@ def test_dynamic_sampling_judges_groups_by_the_rubric_outcome_not_the_length_pen
         },  # fmt: skip
         optim={"total_steps": 1, "prompts_per_step": 4},
     )
-    reporter = MemoryReporter()
-    train(spec, reporter)
-    (_, metrics), (_, rollouts) = reporter.metric_points[0], reporter.rollout_batches[0]
+    with step_parts(spec) as parts:  # collection alone: nothing kept means no update (the test above)
+        found = parts.collector.collect(0)
+        rollouts = parts.rollouts(found.generated, found.kept, step=1)
+        metrics = reward_metrics(found.generated, parts.rubric.names)
     shaped = {}
     for r in rollouts:
         shaped.setdefault(r.prompt_id, set()).add(r.reward)
     assert any(len(rewards) > 1 for rewards in shaped.values()), "the penalty should tell some samples apart"
-    assert metrics["data/groups_kept"] == 0 and "actor/loss" not in metrics
+    assert found.kept == []
     assert metrics["reward/frac_zero_std_groups"] == 1.0
 
 
@@ -192,9 +207,8 @@ def test_every_registry_entry_trains(
         "kl_in_reward": kl_estimator == "k1",
     }  # fmt: skip
     spec = tiny_spec(tiny_model_path, tmp_path, algorithm=algorithm, optim={"total_steps": 1})
-    reporter = MemoryReporter()
-    assert train(spec, reporter).status == "succeeded"
-    metrics = reporter.metric_points[0][1]
+    with step_parts(spec, update=True) as parts:  # one step's groups through the policy update
+        metrics = parts.update(parts.collector.collect(0).kept, 0, None)
     assert math.isfinite(metrics["actor/loss"])
     if ppo_epochs > 1:
         assert metrics["actor/ppo_kl"] != 0.0  # the second pass is off-policy
@@ -202,10 +216,10 @@ def test_every_registry_entry_trains(
 
 def test_a_prompt_drawn_twice_in_a_step_gives_two_distinct_groups(tiny_model_path, tmp_path):
     # One dataset row, two prompts per step: the same row is drawn twice, as two groups.
-    reporter = MemoryReporter()
     spec = tiny_spec(tiny_model_path, tmp_path, data={"limit": 1}, optim={"total_steps": 1})
-    train(spec, reporter)
-    _, rollouts = reporter.rollout_batches[0]
+    with step_parts(spec) as parts:
+        found = parts.collector.collect(0)
+        rollouts = parts.rollouts(found.generated, found.kept, step=1)
     first, second = sorted({r.prompt_id for r in rollouts})
     assert second == f"{first}@2"
     assert len({(r.prompt_id, r.sample_index) for r in rollouts}) == len(rollouts) == 8
@@ -238,10 +252,11 @@ def test_dynamic_sampling_tops_up_a_partly_filled_batch_from_the_next_round(tiny
         algorithm={"group_size": 4, "dynamic_sampling": True, "dynamic_sampling_max_rounds": 5},
         optim={"total_steps": 1, "prompts_per_step": 2},
     )
-    reporter = MemoryReporter()
-    assert train(spec, reporter).status == "succeeded"
-    (_, metrics), (_, rollouts) = reporter.metric_points[0], reporter.rollout_batches[0]
-    assert metrics["data/generation_rounds"] == 2 and metrics["data/groups_kept"] == 2
+    with step_parts(spec, update=True) as parts:  # collection, then the update on the groups it kept
+        found = parts.collector.collect(0)
+        metrics = parts.update(found.kept, 0, None)
+        rollouts = parts.rollouts(found.generated, found.kept, step=1)
+    assert found.rounds == 2 and len(found.kept) == 2
     assert "actor/loss" in metrics
     # Rewards and advantages are those of the first round's groups, which are what the step reports
     # as its reward curve; the dropped group B trains on nothing (advantage 0).
@@ -274,10 +289,14 @@ def score(prompt, completion, **fields):
 
 def test_a_python_criterion_that_raises_hangs_or_hogs_memory_leaves_the_run_going(tiny_model_path, tmp_path):
     spec = tiny_spec(tiny_model_path, tmp_path, rubric=_python_rubric(MISBEHAVING), optim={"total_steps": 2})
-    reporter = MemoryReporter()
-    assert train(spec, reporter).status == "succeeded"
-    assert [step for step, _ in reporter.metric_points] == [1, 2]
-    for _, batch in reporter.rollout_batches:
+    batches, rewards = [], []
+    with step_parts(spec) as parts:  # two steps' collection: the scoring is what misbehaves
+        for step in range(2):
+            found = parts.collector.collect(step)
+            batches.append(parts.rollouts(found.generated, found.kept, step=step + 1))
+            rewards.append(reward_metrics(found.generated, parts.rubric.names)["reward/mean"])
+    assert len(batches) == 2
+    for batch in batches:
         for k in range(0, len(batch), 4):
             good, raised, hog, hung = (r.scores["user"] for r in batch[k : k + 4])
             assert (good.score, good.error) == (1.0, None)
@@ -285,15 +304,19 @@ def test_a_python_criterion_that_raises_hangs_or_hogs_memory_leaves_the_run_goin
             assert hog.error.startswith("MemoryError"), hog.error
             assert hung.error.startswith("timed out after 1 s"), hung.error
             assert [r.reward for r in batch[k : k + 4]] == [1.0, 0.0, 0.0, 0.0]
-    assert all(m["reward/mean"] == 0.25 for _, m in reporter.metric_points)
+    assert rewards == [0.25, 0.25]
 
 
 def test_the_reported_learning_rate_is_the_one_the_step_used(tiny_model_path, tmp_path):
     spec = tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 2, "lr": 1e-3, "warmup_steps": 3})
-    reporter = MemoryReporter()
-    train(spec, reporter)
-    lrs = [m["actor/lr"] for _, m in reporter.metric_points]
-    assert lrs == pytest.approx([1e-3 * 1 / 4, 1e-3 * 2 / 4])  # warm-up: (s + 1) / (warmup + 1)
+    with step_parts(spec) as parts:  # the optimiser and its schedule, as a run makes them
+        optimizer = make_optimizer(parts.model, spec.optim)
+        scheduler = make_scheduler(optimizer, spec.optim)
+        used, lrs = [], []
+        for _ in range(2):
+            used.append(optimizer.param_groups[0]["lr"])  # what the step's optimiser step uses
+            lrs.append(advance_schedule(scheduler))  # what the step reports as actor/lr
+    assert lrs == used == pytest.approx([1e-3 * 1 / 4, 1e-3 * 2 / 4])  # warm-up: (s + 1) / (warmup + 1)
 
 
 def test_the_vllm_trainer_gap_read_off_the_training_forward_equals_a_separate_forward_pass(
@@ -324,9 +347,17 @@ def broken_spec(tiny_model_path, tmp_path, **reward):
 
 
 def test_a_criterion_failing_on_every_rollout_is_a_metric_and_one_warning(tiny_model_path, tmp_path):
-    reporter = MemoryReporter()
-    result = train(broken_spec(tiny_model_path, tmp_path), reporter)
-    assert result.status == "succeeded"  # a warning, not a stop, by default
+    spec, reporter = broken_spec(tiny_model_path, tmp_path), MemoryReporter()
+    watch = FailureWatch(spec.reward.failure_warn_share, spec.reward.stop_after_failing_steps)
+    stops = []
+    with step_parts(spec) as parts:  # three steps' collection, their reward metrics into the run's watch
+        for step in range(1, 4):
+            found = parts.collector.collect(step - 1)
+            watch.remember_errors(found.generated)
+            metrics = reward_metrics(found.generated, parts.rubric.names)
+            stops.append(watch.observe(step, metrics, reporter))
+            reporter.metrics(step, metrics)
+    assert stops == [None, None, None]  # a warning, not a stop, by default
     assert reporter.series("reward/criterion_failure_rate/broken") == [1.0, 1.0, 1.0]
     assert reporter.series("reward/criterion_failure_rate/letter") == [0.0, 0.0, 0.0]
     [(step, message)] = reporter.warnings  # at the start of the streak, not every step
