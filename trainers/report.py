@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 RUN_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
+# What `should_stop()` answers for a stop without a checkpoint ("Stop now"); any other true answer stops
+# and saves one (trainers.run.stopping).
+STOP_NOW = "now"
 
 
 @dataclass

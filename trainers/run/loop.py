@@ -51,6 +51,7 @@ from trainers.run.records import episode_rollout, step_group_ids
 from trainers.run.sampler import SamplerSync, sampling_copy, sampling_params
 from trainers.run.seeding import seed_everything
 from trainers.run.step_metrics import reward_metrics, step_metrics
+from trainers.run.stopping import StepStart, StepStopped, StopWatch
 from trainers.run.tool_silence import ToolSilence
 from trainers.scale.distributed import (
     any_process,
@@ -85,8 +86,9 @@ class StepRecord:
     trained: set[int]
 
 
-def train(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] = lambda: False) -> RunResult:
-    """Run `spec` to the end (or until `should_stop()`), reporting as it goes.
+def train(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool | str] = lambda: False) -> RunResult:
+    """Run `spec` to the end (or until `should_stop()`, within a token for a run of one process: see `fit`),
+    reporting as it goes.
 
     A `warm_up` section first fine-tunes the model on its conversations (`sft.warmed`), then RL starts.
     Reports status "running", then "succeeded" / "cancelled"; on an error, logs the traceback,
@@ -158,6 +160,7 @@ class Trainer:
         self.update = PolicyUpdate(spec, self.model, self.reference, self.optimizer, dist=self.dist,
                                    lockstep=self.lockstep)  # fmt: skip
         self.last_checkpoint: str | None = None
+        self.mid_step: Callable[[], None] | None = None  # while fit runs alone: raises StepStopped on a stop
         self.saved_at = time.monotonic()  # the clock of `every_n_minutes` starts with the run
         self.failures = FailureWatch(spec.reward.failure_warn_share, spec.reward.stop_after_failing_steps)
         self.tool_silence = ToolSilence(spec)
@@ -192,50 +195,90 @@ class Trainer:
 
     # ------------------------------------------------------------------ the run
 
-    def fit(self, should_stop: Callable[[], bool]) -> RunResult:
-        """Steps until total_steps or until `should_stop()` says so (checked between steps);
-        a final checkpoint either way when `save_final`."""
-        spec, reporter = self.spec, self.reporter
+    def fit(self, should_stop: Callable[[], bool | str]) -> RunResult:
+        """Steps until total_steps or until `should_stop()` says so: between steps, and for a run of one
+        process sampling synchronously also between sampled tokens (trainers.run.stopping: the step is
+        dropped). A final checkpoint when `save_final`, and on a stop unless it answered STOP_NOW."""
+        spec = self.spec
         metrics: dict[str, float] = {}
+        stop = StopWatch(should_stop)
+        if not self.dist.enabled and not spec.rollout.asynchronous.runs_ahead:
+            self.engine.between_tokens = self.mid_step = stop.check
         stopped = False
         failed: str | None = None
-        if self.step_count == 0:  # the step-0 baseline (at_start); a resumed run validated its step before
-            self._validate()  # the checkpoint it resumed from
-        while self.step_count < spec.optim.total_steps and not failed:
-            # The cancel reaches one process (rank 0 under the studio); every process must agree to stop,
-            # or the others would wait in the step's collectives for a process that has left.
-            if any_process(should_stop(), self.dist, self.device):
-                stopped = True
-                break
+        try:
+            if self.step_count == 0:  # the step-0 baseline (at_start); a resumed run validated its step
+                self._validate()  # before the checkpoint it resumed from
+            while self.step_count < spec.optim.total_steps and not failed:
+                # The cancel reaches one process (rank 0 under the studio); every process must agree to stop,
+                # or the others would wait in the step's collectives for a process that has left.
+                if any_process(bool(stop()), self.dist, self.device):
+                    stopped = True
+                    break
+                metrics, failed = self._whole_step()
+        except StepStopped:  # inside a step (dropped, put back) or its validation
+            stopped = True
+        finally:
+            self.engine.between_tokens = self.mid_step = None
+        keep = not any_process(not stop.keep_checkpoint, self.dist, self.device)  # "Stop now" on any: none saves
+        return self._end(metrics, failed, stopped, keep)
+
+    def _whole_step(self) -> tuple[dict[str, float], str | None]:
+        """One step and what follows it: the watches, its reports, validation and a checkpoint when due;
+        returns the step's metrics and why the run fails, if it does. A stop inside the step raises
+        StepStopped with the trainer put back as the last whole step left it."""
+        spec, reporter = self.spec, self.reporter
+        start = StepStart.of(self) if self.mid_step is not None else None
+        try:
             record = self.step()
-            metrics = mean_over_processes(record.metrics, self.dist)
-            # From the rates averaged over processes, so every process decides the same way.
-            failed = self.failures.observe(self.step_count, metrics, self.reporter)
-            self.tool_silence.observe(self.step_count, metrics, self.reporter)
-            self.learning_watch.observe(self.step_count, record.generated[: self.local_prompts], self.reporter)
-            # Rollouts last: reporters may treat them as the end of the step (the worker flushes then).
-            reporter.metrics(self.step_count, metrics)
-            reporter.log(
-                f"step {self.step_count}/{spec.optim.total_steps}: reward {metrics['reward/mean']:.3f}"
-                f" loss {metrics.get('actor/loss', float('nan')):.4f} ({metrics['timing/step_s']:.2f}s)"
-            )
-            with self.collector.data_lock:
-                reporter.prompt_stats(self.step_count, self.curriculum.take_events())
-            # Every process's rollouts, in rank order: rank 0 reports them all (collective).
-            reporter.rollouts(self.step_count, gathered_lists(self.rollouts(record), self.dist))
-            if not failed:  # before the checkpoint: a run resumed from it has validated this step
-                self._validate()
-            if self._checkpoint_due() and not failed:
-                self._save()
+        except StepStopped:
+            if start is not None:
+                start.restore(self)
+            reporter.log(f"stopped during step {self.step_count + 1}: its samples are dropped")
+            raise
+        metrics = mean_over_processes(record.metrics, self.dist)
+        # From the rates averaged over processes, so every process decides the same way.
+        failed = self.failures.observe(self.step_count, metrics, self.reporter)
+        self.tool_silence.observe(self.step_count, metrics, self.reporter)
+        self.learning_watch.observe(self.step_count, record.generated[: self.local_prompts], self.reporter)
+        # Rollouts last: reporters may treat them as the end of the step (the worker flushes then).
+        reporter.metrics(self.step_count, metrics)
+        reporter.log(
+            f"step {self.step_count}/{spec.optim.total_steps}: reward {metrics['reward/mean']:.3f}"
+            f" loss {metrics.get('actor/loss', float('nan')):.4f} ({metrics['timing/step_s']:.2f}s)"
+        )
+        with self.collector.data_lock:
+            reporter.prompt_stats(self.step_count, self.curriculum.take_events())
+        # Every process's rollouts, in rank order: rank 0 reports them all (collective).
+        reporter.rollouts(self.step_count, gathered_lists(self.rollouts(record), self.dist))
+        if not failed:  # before the checkpoint: a run resumed from it has validated this step
+            self._validate()
+        if self._checkpoint_due() and not failed:
+            self._save()
+        return metrics, failed
+
+    def _end(self, metrics: dict[str, float], failed: str | None, stopped: bool, keep: bool) -> RunResult:
+        """The run's last checkpoint and status: failed, stopped (`keep`: with a checkpoint) or done."""
+        reporter = self.reporter
         if failed:  # the reward meant nothing for several steps: no final checkpoint of that training
             reporter.status("failed", failed)
             return RunResult("failed", self.step_count, metrics, self.last_checkpoint, failed)
-        if spec.checkpoint.save_final and self.step_count > 0 and not self._saved_at_current_step():
+        # A stop saves unless told not to ("Stop and save a checkpoint" saves even without save_final).
+        save = keep if stopped else self.spec.checkpoint.save_final
+        if save and self.step_count > 0 and not self._saved_at_current_step():
             self._save(final=True)
-        status = "cancelled" if stopped else "succeeded"
-        detail = f"stopped at step {self.step_count}" if stopped else f"{self.step_count} steps"
-        reporter.status(status, detail)
-        return RunResult(status, self.step_count, metrics, self.last_checkpoint, detail)
+        if not stopped:
+            reporter.status("succeeded", f"{self.step_count} steps")
+            return RunResult("succeeded", self.step_count, metrics, self.last_checkpoint, f"{self.step_count} steps")
+        detail = f"stopped at step {self.step_count}"
+        if not keep:
+            detail += ": no checkpoint saved, as asked"
+        elif self.step_count == 0:
+            detail += ": no step had ended, so there is no checkpoint"
+        else:
+            detail += f": the step-{self.step_count} checkpoint is kept"
+        reporter.status("cancelled", detail)
+        return RunResult("cancelled", self.step_count, metrics, self.last_checkpoint, detail)
 
     def step(self) -> StepRecord:
         """One step of the algorithm: 1-3 collect scored groups; 4-8 train on those with a signal; then
@@ -244,6 +287,8 @@ class Trainer:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)  # perf/gpu_mem_peak_gb is this step's peak
         found = self.collector.collect(self.step_count)
+        if self.mid_step is not None:  # a stop asked for while scoring: before the update, not after it
+            self.mid_step()
         procedural = self.collector.adapt_difficulty(found.generated)
         train_groups = found.kept[: self.local_prompts]
         train_started = time.perf_counter()

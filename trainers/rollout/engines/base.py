@@ -7,6 +7,7 @@ engine module only when it is used. An engine class is constructed as `Engine(sp
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -52,6 +53,9 @@ class RolloutEngine:
     # sharded over processes cannot generate on one process alone, so such an engine is then given
     # a whole copy of the policy (trainers.run.loop), which the loop refreshes after each update.
     samples_from_model: ClassVar[bool] = False
+    # Called between two sampled tokens (and between batches) by an engine that samples token by token
+    # (transformers): a stop asked for during a step raises from it (trainers.run.stopping). None: never.
+    between_tokens: Callable[[], None] | None = None
 
     def generate(self, prompt_token_ids: list[list[int]], n: int, params: SamplingParams) -> list[list[Generation]]:
         """n completions for each prompt: result[i][j] is sample j of prompt i."""

@@ -23,6 +23,7 @@ a model can take this path; the engine falls back to `generate` otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,8 +149,10 @@ def lean_decode(
     eos_ids: list[int],
     pad_id: int,
     stops: StopStrings | None = None,
+    between_tokens: Callable[[], None] | None = None,
 ) -> list[Decoded]:
-    """`counts[i]` samples of `prompts[i]`, in order (prompt 0's samples first), as one batch."""
+    """`counts[i]` samples of `prompts[i]`, in order (prompt 0's samples first), as one batch.
+    `between_tokens()` is called before each token is sampled; what it raises ends the batch there."""
     from transformers import DynamicCache
 
     device = next(model.parameters()).device
@@ -191,6 +194,8 @@ def lean_decode(
     stop_hit: list[str | None] = [None] * B
     alive = torch.arange(B, device=device)  # original row of each row still in the batch
     for t in range(params.max_new_tokens):
+        if between_tokens is not None:
+            between_tokens()
         new, new_logp = sample_next(logits, params)  # (b,)
         tokens[alive, t] = new
         logps[alive, t] = new_logp

@@ -63,6 +63,8 @@ class HFEngine(RolloutEngine):
             else:
                 flat = [ids for ids in prompt_token_ids for _ in range(n)]  # prompt i's samples are contiguous
                 for start in range(0, len(flat), self.batch_size):
+                    if self.between_tokens is not None:  # generate() runs a batch whole: asked between batches
+                        self.between_tokens()
                     out.extend(self._generate_batch(flat[start : start + self.batch_size], params))
         finally:
             self.model.train(was_training)
@@ -96,6 +98,7 @@ class HFEngine(RolloutEngine):
             eos_ids=self.eos_ids,
             pad_id=self.pad_id,
             stops=self._stops if params.stop else None,
+            between_tokens=self.between_tokens,
         )
         return [self._generation(d, params) for d in decoded]
 
