@@ -14,9 +14,11 @@ import subprocess
 import sys
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.browser.live_studio import ROOT, LiveStudio, requires_chromium
 from trainers.rollout.environments.catalog import TOOL_KINDS
+from trainers.rollout.environments.system_prompt import DEFAULT, suggested_system_prompt
 
 pytestmark = [pytest.mark.slow, requires_chromium]
 
@@ -28,7 +30,8 @@ user = get_user_model().objects.create_user({USER!r}, password={PASSWORD!r})
 Team.objects.create(name="Noor's lab").add_member(user, OWNER)
 """
 # A tiny model cold-started on one conversation of the environment the test builds (the calculator with
-# the default prompts): it asks the calculator for 2+2, reads 4 and answers 4.
+# the system prompt the editor fills in for it, and the default tools prompt): it asks the calculator for
+# 2+2, reads 4 and answers 4.
 CALCULATOR_MODEL = """
 import sys
 from pathlib import Path
@@ -40,7 +43,9 @@ from trainers.run.sft import cold_start
 
 torch.set_num_threads(2)
 out = Path(sys.argv[1])
-env = ToolsEnvironment.create({"tools": [{"kind": "calculator"}]}, EpisodeLimits())
+from trainers.rollout.environments.system_prompt import suggested_system_prompt
+tools = [{"kind": "calculator"}]
+env = ToolsEnvironment.create({"tools": tools, "system_prompt": suggested_system_prompt(tools)}, EpisodeLimits())
 start = env.reset({"messages": [{"role": "user", "content": "What is 2+2?"}]})
 call = '<tool_call>{"name": "calculator", "arguments": {"expression": "2+2"}}</tool_call>'
 result = env.step(call)
@@ -59,8 +64,13 @@ def studio(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def calculator_model(studio, tmp_path_factory):
+def noor(studio):
     subprocess.run([sys.executable, "manage.py", "shell", "-c", CREATE_USER], cwd=ROOT, env=studio.env, check=True)
+    return USER
+
+
+@pytest.fixture(scope="module")
+def calculator_model(studio, noor, tmp_path_factory):
     out = tmp_path_factory.mktemp("calculator-model")
     subprocess.run([sys.executable, "-c", CALCULATOR_MODEL, str(out)], cwd=ROOT, env=studio.env, check=True)
     return out / "warm"
@@ -162,5 +172,33 @@ def test_each_tool_kind_has_its_settings_as_fields_and_the_json_stays_in_step(br
     textarea.fill('[{"kind": "python"}]')
     assert not page.locator(".tool-blocked").is_visible()
     assert page.locator(".tool-list li.tool").get_attribute("data-tool-kind") == "python"
+    assert not errors, errors
+    page.context.close()
+
+
+def test_the_system_prompt_starts_from_the_tools_chosen_and_typed_text_is_kept(browser, studio, noor):
+    # Issue 39: a new tools environment's prompt was "You are a helpful assistant." whatever the tools,
+    # and a newcomer's calculator agent learned nothing with it. The words come from the server.
+    page, errors = signed_in(browser, studio)
+    new_tools_environment(page, studio.base_url, "prompted")
+    prompt = page.locator("[name='config.params.system_prompt']")
+    assert prompt.input_value().strip() == DEFAULT
+    calculator = suggested_system_prompt([{"kind": "calculator"}])
+    page.get_by_role("button", name="+ calculator").click()
+    expect(prompt).to_have_value(calculator)  # not typed by the user: filled in
+    assert page.locator("[data-system-prompt-filled]").is_visible()
+    page.get_by_role("button", name="+ python").click()
+    expect(prompt).to_have_value(suggested_system_prompt([{"kind": "calculator"}, {"kind": "python"}]))
+
+    # Text the user typed stays; the suggestion is offered beside it, one click away.
+    prompt.fill("Think step by step.")
+    page.locator(".tool-list li.tool[data-tool-kind=python] [data-remove-tool]").click()
+    offer = page.locator("[data-system-prompt-offer]")
+    expect(offer).to_be_visible()
+    expect(offer.locator("q")).to_have_text(calculator)
+    assert prompt.input_value() == "Think step by step."
+    offer.get_by_role("button", name="Use the suggested system prompt").click()
+    assert prompt.input_value() == calculator
+    assert not offer.is_visible()
     assert not errors, errors
     page.context.close()

@@ -78,8 +78,10 @@ export function initToolsPicker(field, kinds) {
     }
   }
 
+  // Tells listeners (system_prompt_offer.js) that the picker changed the list: setting a value fires no input event.
   function write() {
     textarea.value = JSON.stringify(tools.map(compact), null, 2);
+    textarea.dispatchEvent(new CustomEvent("tools-change", { bubbles: true }));
   }
 }
 
