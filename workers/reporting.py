@@ -22,7 +22,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from studio.runs import events, reports
 from studio.runs.models import RUNNING, Run, RunEvent
 from studio.runs.reports import version_spans, without_nul  # noqa: F401 - version_spans: tests import it from here
-from trainers.report import Rollout
+from trainers.report import STOP_NOW, Rollout
 from workers.outages import database_unreachable, drop_connection
 
 log = logging.getLogger(__name__)
@@ -240,7 +240,8 @@ class CancelCheck:
     worker's main process), or once the run is no longer this attempt's to run (the sweeper ended it
     as lost, a restart began a newer attempt, the studio was stopped): a run the studio has given up
     on must not keep a GPU busy. Reads the row at most once per `every_s`; `interrupted` says whether
-    the stop was the infrastructure's (the run ends interrupted, not cancelled)."""
+    the stop was the infrastructure's (the run ends interrupted, not cancelled). A user's "Stop now"
+    (Run.stop_saves_checkpoint False) answers STOP_NOW: the trainer ends without saving a checkpoint."""
 
     def __init__(self, run_id: int, every_s: float = 1.0, attempt: int | None = None) -> None:
         self.run_id = run_id
@@ -250,12 +251,13 @@ class CancelCheck:
         self.cancelled = False
         self.interrupted = False
         self.unreachable = False  # the last read failed: one warning per outage
+        self.without_checkpoint = False  # the user asked to stop now, without saving
 
     def interrupt(self) -> None:
         """Stop at the next check, as interrupted (safe from a signal handler: sets two flags)."""
         self.interrupted = self.cancelled = True
 
-    def __call__(self) -> bool:
+    def __call__(self) -> bool | str:
         now = time.monotonic()
         if not self.cancelled and now - self.checked_at >= self.every_s:
             self.checked_at = now
@@ -263,7 +265,7 @@ class CancelCheck:
             if self.attempt is not None:
                 runs = runs.filter(restarts=self.attempt)
             try:
-                row = runs.values_list("cancel_requested", "interrupt_requested").first()
+                row = runs.values_list("cancel_requested", "interrupt_requested", "stop_saves_checkpoint").first()
             except (OperationalError, InterfaceError) as exc:
                 # The database is away: go on training (its reports wait in the reporter) and ask again
                 # on a new connection next time; a run the studio gave up on meanwhile stops then.
@@ -276,6 +278,8 @@ class CancelCheck:
             self.unreachable = False
             if row is None or row[0]:
                 self.cancelled = True
+                self.without_checkpoint = row is not None and not row[2]
             elif row[1]:
                 self.interrupt()
-        return self.cancelled
+        # "Stop now": the trainer ends without a checkpoint (an interrupted run saves one, to resume from).
+        return STOP_NOW if self.cancelled and self.without_checkpoint and not self.interrupted else self.cancelled

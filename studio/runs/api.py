@@ -132,6 +132,23 @@ class RerunSerializer(RunSerializer):
         read_only_fields = fields
 
 
+class JsonBooleanField(serializers.BooleanField):
+    """true or false as JSON says them: the schema's boolean, not also DRF's "yes", 1, "on"."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool):
+            return data
+        self.fail("invalid", input=data)
+
+
+class CancelRunSerializer(serializers.Serializer):
+    checkpoint = JsonBooleanField(
+        required=False, default=True,
+        help_text="true (the default): the run stops and saves the last whole step's checkpoint; false: it stops "
+        "now without saving one (\"Stop now\"). A queued run is cancelled at once either way: it has nothing to save.",
+    )  # fmt: skip
+
+
 class CloneRunSerializer(serializers.Serializer):
     json_schemas = {"overrides": partial_run_spec}  # the API schema describes `overrides` with it
     name = serializers.CharField(required=False)
@@ -178,10 +195,16 @@ class RunViewSet(ShareViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
         perms.check(self.request.user, run, perms.EDIT)
         return run
 
-    @extend_schema(request=None, responses={200: RunSerializer, 409: docs.CONFLICT})
-    @action(detail=True, methods=["post"], serializer_class=serializers.Serializer)
+    @extend_schema(request=CancelRunSerializer, responses={200: RunSerializer, 409: docs.CONFLICT})
+    @action(detail=True, methods=["post"], serializer_class=CancelRunSerializer)
     def cancel(self, request, pk=None):
-        run = lifecycle.request_cancel(self._editable_run())  # RunActionError: 409 (studio.lib.errors)
+        """Stop the run: a queued one is cancelled at once; a running one stops within seconds (a run of one
+        process between two sampled tokens; several processes at the end of the step), saving the last whole
+        step's checkpoint unless `checkpoint` is false."""
+        run = self._editable_run()
+        data = CancelRunSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        run = lifecycle.request_cancel(run, checkpoint=data.validated_data["checkpoint"])  # RunActionError: 409
         return Response(RunSerializer(run).data)
 
     @extend_schema(request=None, responses={201: RunSerializer, 409: docs.CONFLICT})

@@ -122,10 +122,12 @@ def requeue_waiting() -> list[int]:
     return [run.pk for run in waiting]
 
 
-def request_cancel(run: Run) -> Run:
-    """A queued run is cancelled at once; a running one is asked to stop at its next check. A run trained
-    outside the studio (no worker of ours checks) ends at once: its trainer's next report is refused
-    (studio.ingest), which tells it to stop."""
+def request_cancel(run: Run, checkpoint: bool = True) -> Run:
+    """A queued run is cancelled at once; a running one is asked to stop at its next check (within a
+    second, between two sampled tokens, for a run of one process: trainers.run.stopping), saving the last
+    whole step's checkpoint unless `checkpoint` is False ("Stop now"). A run trained outside the studio
+    (no worker of ours checks) ends at once: its trainer's next report is refused (studio.ingest), which
+    tells it to stop."""
     with transaction.atomic():
         if Run.objects.filter(pk=run.pk, state=QUEUED).update(state=CANCELLED, finished=timezone.now(),
                                                               cancel_requested=True, waiting_for=""):  # fmt: skip
@@ -138,12 +140,26 @@ def request_cancel(run: Run) -> Run:
             events.record(
                 run.pk, [events.status_item(CANCELLED, "stopped in the studio: its trainer is told at its next report")]
             )
-        elif Run.objects.filter(pk=run.pk, state=RUNNING, cancel_requested=False).update(cancel_requested=True):
-            events.record(run.pk, [("log", run.last_step, {"line": "cancel requested; stopping at the next step"})])
+        elif Run.objects.filter(pk=run.pk, state=RUNNING, cancel_requested=False).update(
+            cancel_requested=True, stop_saves_checkpoint=checkpoint
+        ):
+            events.record(run.pk, [("log", run.last_step, {"line": stop_line(run, checkpoint)})])
         else:
             raise RunActionError(Run.objects.get(pk=run.pk).action_refusals()["cancel"] or "run cannot be cancelled")
     run.refresh_from_db()
     return run
+
+
+def stop_line(run: Run, checkpoint: bool) -> str:
+    """What the run's log says when a stop is asked for: when it stops and what it keeps."""
+    if run.kind != "train":
+        return "stop asked for: it stops after this batch"
+    asynchronous = bool(((run.spec.get("rollout") or {}).get("asynchronous") or {}).get("runs_ahead"))
+    alone = placement.launcher(run.spec, run.kind) == placement.IN_PROCESS and not asynchronous
+    when = "now, between two sampled tokens" if alone else "at the end of this step"
+    if not checkpoint:
+        return f"stop now asked for: it stops {when}, without saving a checkpoint"
+    return f"stop asked for: it stops {when}, saving the last whole step's checkpoint"
 
 
 def resume(run: Run, user) -> Run:

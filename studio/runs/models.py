@@ -90,6 +90,9 @@ class Run(models.Model):
     total_steps = models.IntegerField(default=0)
     celery_task_id = models.CharField(max_length=64, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    stop_saves_checkpoint = models.BooleanField(
+        default=True, help_text="A stop asked for saves the last whole step's checkpoint first (False: Stop now)."
+    )
     interrupt_requested = models.BooleanField(
         default=False, help_text="Its worker is shutting down: checkpoint at the next step and end interrupted."
     )
@@ -180,7 +183,7 @@ class Run(models.Model):
         if self.state not in (QUEUED, RUNNING):
             cancel = f"run is {self.state}; only queued or running runs can be cancelled"
         elif self.cancel_requested:
-            cancel = "a stop was already asked for: the run stops at its next step"
+            cancel = "a stop was already asked for: the run is stopping"
         rerun = "" if self.provenance else (
             "the run recorded no provenance (it never started on a worker, or ran before runs recorded it), so "
             "there are no pinned inputs to run again: clone it instead"

@@ -7,10 +7,10 @@ from channels.layers import get_channel_layer
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from studio.runs.models import Checkpoint, MetricPoint, PromptStat, RolloutScore, RunEvent, RunPrompt
+from studio.runs.models import Checkpoint, MetricPoint, PromptStat, RolloutScore, Run, RunEvent, RunPrompt
 from studio.runs.models import Rollout as RolloutRow
 from tests.studio.base import StudioTestCase
-from trainers.report import CriterionScore, Rollout
+from trainers.report import STOP_NOW, CriterionScore, Rollout
 from workers.reporting import CancelCheck, DatabaseReporter
 
 
@@ -84,6 +84,14 @@ class ReporterTest(StudioTestCase):
         run.cancel_requested = True
         run.save()
         self.assertTrue(check())
+
+    def test_a_stop_now_without_a_checkpoint_answers_stop_now_and_an_interrupt_still_saves(self):
+        run = self.make_run("running")
+        check = CancelCheck(run.pk, every_s=0)
+        Run.objects.filter(pk=run.pk).update(cancel_requested=True, stop_saves_checkpoint=False)
+        self.assertEqual(check(), STOP_NOW)  # the trainer ends without saving
+        check.interrupt()  # the worker shuts down meanwhile: the run must be resumable
+        self.assertIs(check(), True)
 
     def test_the_cancel_check_stops_a_run_the_studio_has_failed(self):
         # The sweeper marks a silent worker's run failed; if that worker is alive after all

@@ -5,7 +5,17 @@
 
 import { Api } from "./api.js";
 
-const CONFIRM_STOP = "Stop this run? It saves a checkpoint and ends.";
+// A queued run has not started: it is cancelled at once, and there is nothing to save.
+const CONFIRM_CANCEL_QUEUED = "Cancel this queued run? It has not started, so it is cancelled at once (no checkpoint).";
+// A running run's stop, said plainly: within seconds (between two sampled tokens), with or without a checkpoint.
+export const STOP_CHOICES = [
+  ["save", "Stop and save a checkpoint"],
+  ["now", "Stop now (no checkpoint)"],
+  ["keep", "Keep running"],
+];
+const STOP_QUESTION =
+  "Stop this run? It stops within seconds, dropping the step it is in: with a checkpoint of the last whole step, " +
+  "or now without one. (A run over several processes stops at the end of its step.)";
 
 // What each action answers once it worked: `made` is the API's reply (the new run, or the stopped one).
 const DONE = {
@@ -17,9 +27,47 @@ const DONE = {
     made,
     (made.differences_now || []).length ? `. Differs now: ${made.differences_now.join("; ")}` : ". Nothing differs that the studio can see now.",
   ],
-  cancel: (made) =>
-    made.state === "cancelled" ? ["Cancelled before it started."] : ["Stopping: the run saves a checkpoint at its next step and ends."],
+  cancel: (made, body) => {
+    if (made.state === "cancelled") return ["Cancelled before it started."];
+    return body && body.checkpoint === false
+      ? ["Stopping now, without a checkpoint: the run ends within seconds."]
+      : ["Stopping: the run saves the last whole step's checkpoint and ends within seconds."];
+  },
 };
+
+// Ask how to stop a run in `state`; resolves to the body of the stop ({checkpoint}) or null (not stopped).
+export function askStop(doc, state) {
+  if (state === "queued") return Promise.resolve(window.confirm(CONFIRM_CANCEL_QUEUED) ? {} : null);
+  return new Promise((resolve) => {
+    const dialog = doc.createElement("dialog");
+    dialog.className = "stop-dialog";
+    dialog.dataset.stopDialog = "";
+    const form = doc.createElement("form");
+    form.method = "dialog"; // a button's value becomes the dialog's returnValue
+    const question = doc.createElement("p");
+    question.textContent = STOP_QUESTION;
+    const buttons = doc.createElement("div");
+    buttons.className = "actions";
+    for (const [value, label] of STOP_CHOICES) {
+      const button = doc.createElement("button");
+      button.value = value;
+      button.textContent = label;
+      button.dataset.stopChoice = value;
+      if (value !== "keep") button.className = "danger";
+      buttons.append(button);
+    }
+    form.append(question, buttons);
+    dialog.append(form);
+    dialog.addEventListener("close", () => {
+      const choice = dialog.returnValue;
+      dialog.remove();
+      resolve(choice === "save" ? { checkpoint: true } : choice === "now" ? { checkpoint: false } : null);
+    });
+    doc.body.append(dialog);
+    dialog.showModal();
+    buttons.querySelector("[data-stop-choice=keep]").focus(); // Enter alone stops nothing
+  });
+}
 
 // The server's reason for a refusal, in its words: {detail} (409, 403), or {field: message} (a clone's
 // settings refused), else the error's own text.
@@ -34,12 +82,12 @@ export function refusalText(err) {
 }
 
 // POST the action; returns the API's reply (the new run, or for cancel the run itself).
-export function postAction(api, runId, action) {
-  return api.post(`/api/runs/${runId}/${action}/`, {});
+export function postAction(api, runId, action, body = {}) {
+  return api.post(`/api/runs/${runId}/${action}/`, body);
 }
 
 // Write an action's outcome into `box`: words, and a link to the run it made.
-export function showAnswer(box, action, outcome) {
+export function showAnswer(box, action, outcome, body = {}) {
   box.textContent = "";
   box.classList.toggle("error", !outcome.ok);
   box.classList.toggle("ok", outcome.ok);
@@ -48,7 +96,7 @@ export function showAnswer(box, action, outcome) {
     box.textContent = outcome.reason;
     return;
   }
-  for (const part of DONE[action](outcome.run)) {
+  for (const part of DONE[action](outcome.run, body)) {
     if (typeof part === "string") {
       box.append(part);
       continue;
@@ -62,22 +110,24 @@ export function showAnswer(box, action, outcome) {
 }
 
 // Run `action` on `runId` and say how it went in `box`; resolves to {ok, run | reason}.
-export async function act(api, runId, action, box) {
+export async function act(api, runId, action, box, body = {}) {
   let outcome;
   try {
-    outcome = { ok: true, run: await postAction(api, runId, action) };
+    outcome = { ok: true, run: await postAction(api, runId, action, body) };
   } catch (err) {
     outcome = { ok: false, reason: refusalText(err) };
   }
-  showAnswer(box, action, outcome);
+  showAnswer(box, action, outcome, body);
   return outcome;
 }
 
 // The run page's buttons ([data-run-action=<name>]) and the answer beside them ([data-action-answer]).
 export class RunActions {
-  constructor(doc, { api, runId, onStopped = () => {} }) {
+  constructor(doc, { api, runId, state = () => "running", onStopped = () => {} }) {
+    this.doc = doc;
     this.api = api;
     this.runId = runId;
+    this.state = state; // the run's state now: a queued run's stop is a cancel
     this.onStopped = onStopped;
     this.busy = false;
     this.answer = doc.querySelector("[data-action-answer]");
@@ -92,11 +142,13 @@ export class RunActions {
   }
 
   async run(action, button) {
-    if (this.busy || (action === "cancel" && !window.confirm(CONFIRM_STOP))) return;
+    if (this.busy) return;
+    const body = action === "cancel" ? await askStop(this.doc, this.state()) : {};
+    if (body === null) return;
     this.busy = true;
     button.disabled = true;
     try {
-      const outcome = await act(this.api, this.runId, action, this.answer);
+      const outcome = await act(this.api, this.runId, action, this.answer, body);
       if (outcome.ok && action === "cancel") this.onStopped(outcome.run);
     } finally {
       this.busy = false;
@@ -115,11 +167,13 @@ export function bindRunTables(doc = document) {
       const button = ev.submitter;
       const action = button && button.value;
       if (!action) return;
-      if (action === "cancel" && !window.confirm(CONFIRM_STOP)) return;
-      const box = form.closest("tr").querySelector("[data-action-answer]");
+      const row = form.closest("tr");
+      const body = action === "cancel" ? await askStop(doc, row.querySelector(".state").textContent.trim()) : {};
+      if (body === null) return;
+      const box = row.querySelector("[data-action-answer]");
       button.disabled = true;
       try {
-        const outcome = await act(api, form.dataset.runActions, action, box);
+        const outcome = await act(api, form.dataset.runActions, action, box, body);
         if (outcome.ok && action === "cancel") button.remove(); // asked once: the row offers no second stop
       } finally {
         button.disabled = false;

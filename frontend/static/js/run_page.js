@@ -187,6 +187,7 @@ function bindActions(api, runId, progress, canAct) {
   const actions = new RunActions(document, {
     api,
     runId,
+    state: () => progress.run.state,
     onStopped: (run) => {
       progress.update({ state: run.state, cancel_requested: run.cancel_requested, actions: run.actions });
       show(); // asked once: no second Stop

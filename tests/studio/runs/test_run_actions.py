@@ -100,6 +100,23 @@ class ActionRuleTest(StudioTestCase):
         answer = self.client_for(self.bob).post(f"/api/runs/{run.pk}/cancel/").json()
         self.assertEqual((answer["cancel_requested"], answer["actions"]), (True, ["clone"]))
 
+    def test_stop_now_asks_for_no_checkpoint_and_says_so_in_the_log(self):
+        bob = self.client_for(self.bob)
+        saving, now, bad = self.make_run("running"), self.make_run("running"), self.make_run("running")
+        self.assertEqual(bob.post(f"/api/runs/{saving.pk}/cancel/", {}, format="json").status_code, 200)
+        self.assertEqual(bob.post(f"/api/runs/{now.pk}/cancel/", {"checkpoint": False}, format="json").status_code, 200)
+        refused = bob.post(f"/api/runs/{bad.pk}/cancel/", {"checkpoint": "no"}, format="json")
+        self.assertEqual((refused.status_code, list(refused.json())), (400, ["checkpoint"]))
+        for run in (saving, now, bad):
+            run.refresh_from_db()
+        self.assertEqual([r.stop_saves_checkpoint for r in (saving, now)], [True, False])
+        self.assertFalse(bad.cancel_requested)  # refused: nothing asked
+        lines = {r.pk: [e.payload["line"] for e in r.events.filter(kind="log")] for r in (saving, now)}
+        self.assertEqual(lines[saving.pk], ["stop asked for: it stops now, between two sampled tokens, saving the "
+                                            "last whole step's checkpoint"])  # fmt: skip
+        self.assertEqual(lines[now.pk], ["stop now asked for: it stops now, between two sampled tokens, without "
+                                         "saving a checkpoint"])  # fmt: skip
+
     def test_the_runs_list_offers_only_allowed_actions_to_editors_and_answers_beside_the_row(self):
         done = self.make_run("succeeded")
         self.checkpoint(done)
