@@ -139,8 +139,9 @@ def kept_gradients() -> Iterator[dict[str, Any]]:
         passes.apply_gradients = apply_gradients
 
 
-def policy_update(spec: RunSpec, model, tokenizer):
-    """The policy update over `model` as a run builds it on one process: its reference, optimiser and lockstep."""
+def policy_update(spec: RunSpec, model, tokenizer, *, resumed: bool = False):
+    """The policy update over `model` as a run builds it on one process: its reference, optimiser and lockstep
+    (`resumed`: the model holds a checkpoint's weights, not the initial ones)."""
     from trainers.models.loading import load_reference
     from trainers.scale.distributed import dist_info
     from trainers.update.lockstep import Lockstep
@@ -150,7 +151,7 @@ def policy_update(spec: RunSpec, model, tokenizer):
     from trainers.update.policy_update import PolicyUpdate
 
     device = next(model.parameters()).device
-    reference = load_reference(spec.model, model, spec.algorithm.kl_beta)
+    reference = load_reference(spec.model, model, spec.algorithm.kl_beta, policy_is_initial=not resumed)
     lockstep = Lockstep(
         sharded=False, dist=dist_info(), device=device, pad_id=tokenizer.pad_token_id, precision=spec.optim.precision,
         chunk_tokens=chunk_tokens_for(model, spec.optim.logprob_chunk_mib),
@@ -175,8 +176,10 @@ def update_parts(spec: RunSpec):
 @dataclass
 class StepParts:
     """The parts a step is made of, built alone on one process as a run builds them (no Trainer, no
-    checkpoint, no validation): the policy and its tokenizer, the data source and curriculum, the rubric,
-    the engine, hints, the collector (steps 1-3) and, when asked for, the policy update (4-8)."""
+    validation): the policy and its tokenizer, the data source and curriculum, the rubric, the engine,
+    hints, the collector (steps 1-3), the optimiser and its schedule and, when asked for, the policy update
+    (4-8). It holds what a checkpoint saves of a run (trainers.run.checkpoint.TrainerState), so the
+    checkpoint functions take it as they take a Trainer."""
 
     spec: RunSpec
     model: Any
@@ -187,8 +190,11 @@ class StepParts:
     engine: Any
     hinter: Any
     collector: Any
+    optimizer: Any
+    scheduler: Any
     update: Any = None
-    scheduler: Any = None
+    step_count: int = 0
+    last_checkpoint: str | None = None
 
     def rollouts(self, groups: list, trained: list, step: int) -> list:
         """`groups` of step `step` as the run reports them (`trained`: the groups it trained on)."""
@@ -201,21 +207,24 @@ class StepParts:
 
 @contextmanager
 def step_parts(spec: RunSpec, *, update: bool = False) -> Iterator[StepParts]:
-    """The parts of a step built alone (see StepParts), seeded as a run seeds them; closed on leaving."""
+    """The parts of a step built alone (see StepParts), seeded as a run seeds them, resumed from
+    `spec.checkpoint.resume_from` when it is set (as a run resumes); closed on leaving."""
     from trainers.curriculum.hints import Hinter
     from trainers.curriculum.state import Curriculum
     from trainers.models.loading import default_device, load_policy
     from trainers.rewards.rubric import Rubric
     from trainers.rollout.engines.catalog import create_engine
+    from trainers.run import checkpoint
     from trainers.run.collection import GroupCollector, training_prompts
     from trainers.run.sampler import sampling_params
     from trainers.run.seeding import seed_everything
     from trainers.scale.distributed import dist_info
-    from trainers.update.optimizer import make_scheduler
+    from trainers.update.optimizer import make_optimizer, make_scheduler
 
     seed_everything(spec.optim.seed)
+    resume_dir = checkpoint.resolve_resume(spec.checkpoint) if spec.checkpoint.resume_from else None
     device = default_device()
-    model, tokenizer = load_policy(spec.model, device)
+    model, tokenizer = load_policy(spec.model, device, checkpoint=checkpoint.initial_weights(resume_dir))
     source, _ = training_prompts(spec, tokenizer)
     curriculum, rubric = Curriculum(spec, source), Rubric.from_spec(spec.rubric)
     engine = create_engine(spec, model=model, tokenizer=tokenizer)  # synchronous: it samples from the policy
@@ -225,10 +234,13 @@ def step_parts(spec: RunSpec, *, update: bool = False) -> Iterator[StepParts]:
         tokenizer=tokenizer, rubric=rubric, curriculum=curriculum, source=source, hinter=hinter,
         sampling=sampling_params(spec), sampling_model=model, steps_done=lambda: 0,  # read when asynchronous
     )  # fmt: skip
-    parts = StepParts(spec, model, tokenizer, source, curriculum, rubric, engine, hinter, collector)
-    if update:
-        parts.update = policy_update(spec, model, tokenizer)
-        parts.scheduler = make_scheduler(parts.update.optimise.optimizer, spec.optim)
+    policy = policy_update(spec, model, tokenizer, resumed=resume_dir is not None) if update else None
+    optimizer = policy.optimise.optimizer if policy is not None else make_optimizer(model, spec.optim)
+    parts = StepParts(spec, model, tokenizer, source, curriculum, rubric, engine, hinter, collector, optimizer,
+                      make_scheduler(optimizer, spec.optim), policy)  # fmt: skip
+    if resume_dir is not None:
+        checkpoint.load_trainer_state(parts, resume_dir)
+        engine.update_weights(model)  # a sharded checkpoint's weights were loaded into the model just now
     try:
         yield parts
     finally:
