@@ -8,11 +8,12 @@ import json
 
 import pytest
 
-from tests.trainers.helpers import tiny_spec
+from tests.trainers.helpers import step_parts, tiny_spec
 from trainers.curriculum.budgets import Allocation
 from trainers.report import MemoryReporter
+from trainers.run.checkpoint import save_checkpoint
 from trainers.run.collection import Collected
-from trainers.run.loop import Trainer, train
+from trainers.run.step_metrics import reward_metrics
 from trainers.update.step_batch import build_step_batch
 
 SOLUTION = "the answer is yes please"
@@ -32,9 +33,21 @@ def hint_spec(model_path, tmp_path, **overrides):
     )  # fmt: skip
 
 
+def collected_steps(spec, steps: int, reporter: MemoryReporter) -> None:
+    """`steps` steps' collection (hints are part of it) reported as a run reports them: the reward, curriculum
+    and hint metrics, then the step's rollouts (the groups kept are those it trains on)."""
+    with step_parts(spec) as parts:
+        for step in range(1, steps + 1):
+            found = parts.collector.collect(step - 1)
+            first_round = found.generated[: spec.optim.prompts_per_step]
+            reporter.metrics(step, reward_metrics(first_round, parts.rubric.names) | parts.curriculum.metrics()
+                             | (parts.hinter.step_metrics() if parts.hinter is not None else {}))  # fmt: skip
+            reporter.rollouts(step, parts.rollouts(found.generated, found.kept, step))
+
+
 def test_an_all_failed_group_is_retried_with_a_hint_that_trains_in_its_place(tiny_model_path, tmp_path):
     reporter = MemoryReporter()
-    train(hint_spec(tiny_model_path, tmp_path), reporter)
+    collected_steps(hint_spec(tiny_model_path, tmp_path), 3, reporter)
     # 4 prompts, 2 a step: steps 1 and 2 hint every prompt for the first time (0.5); each hinted group
     # passes, so step 3 (the next epoch) hints at 0.5 * 0.5.
     assert reporter.series("hints/mean_fraction") == [0.5, 0.5, 0.25]
@@ -57,14 +70,15 @@ def test_an_all_failed_group_is_retried_with_a_hint_that_trains_in_its_place(tin
 
 def test_the_hint_tokens_are_outside_the_loss_mask(tiny_model_path, tmp_path):
     spec = hint_spec(tiny_model_path, tmp_path)
-    trainer = Trainer(spec, MemoryReporter())
-    try:
-        found = trainer.collector.collect(trainer.step_count)
+    with step_parts(spec) as parts:
+        found = parts.collector.collect(0)
         hinted = [g for g in found.kept if g.prompt.hint is not None]
         assert len(hinted) == 2 and len(found.generated) == 4
-        hint_ids = trainer.tokenizer(hinted[0].prompt.hint.text, add_special_tokens=False).input_ids
+        hint_ids = parts.tokenizer(hinted[0].prompt.hint.text, add_special_tokens=False).input_ids
         assert len(hint_ids) == hinted[0].prompt.hint.num_tokens == 3
-        batch = build_step_batch(hinted, spec.algorithm, pad_id=trainer.lockstep.pad_id, device=trainer.device)
+        batch = build_step_batch(
+            hinted, spec.algorithm, pad_id=parts.tokenizer.pad_token_id, device=parts.collector.device
+        )
         P = batch.tokens.prompt_len
         for i, ep in enumerate(ep for g in hinted for ep in g.episodes):
             sampled = ep.turns[0].token_ids
@@ -74,25 +88,29 @@ def test_the_hint_tokens_are_outside_the_loss_mask(tiny_model_path, tmp_path):
             # The loss covers exactly the sampled tokens.
             assert batch.loss_mask[i].sum().item() == len(sampled)
             assert batch.loss_mask[i, : len(sampled)].tolist() == [1.0] * len(sampled)
-    finally:
-        trainer.close()
 
 
 def test_hint_levels_resume_from_the_checkpoint(tiny_model_path, tmp_path):
     out = tmp_path / "out"
     first = hint_spec(tiny_model_path, tmp_path, optim={"total_steps": 2}, checkpoint={"output_dir": str(out)})
-    train(first, MemoryReporter())
+    with step_parts(first) as parts:  # two steps' collection, then the run's checkpoint of step 2
+        for step in range(2):
+            parts.collector.collect(step)
+        parts.step_count = 2
+        save_checkpoint(parts)
     resumed = hint_spec(
         tiny_model_path, tmp_path, checkpoint={"output_dir": str(out), "resume_from": "latest"}
     )  # total_steps 3: one more step, whose prompts were hinted (and passed) before the stop
     reporter = MemoryReporter()
-    train(resumed, reporter)
+    collected_steps(resumed, 1, reporter)
     assert reporter.series("hints/mean_fraction") == [0.25]  # 0.5 without the saved levels
 
 
 def test_without_hints_no_group_is_retried(tiny_model_path, tmp_path):
     reporter = MemoryReporter()
-    train(hint_spec(tiny_model_path, tmp_path, curriculum={"hints": False}, optim={"total_steps": 1}), reporter)
+    collected_steps(
+        hint_spec(tiny_model_path, tmp_path, curriculum={"hints": False}, optim={"total_steps": 1}), 1, reporter
+    )
     assert not any(key.startswith("hints/") for key in reporter.metric_points[0][1])
     assert all(r.hint is None for r in reporter.rollout_batches[0][1]) and len(reporter.rollout_batches[0][1]) == 8
 
@@ -111,15 +129,12 @@ def test_bad_hint_settings_are_refused_with_the_reason(tiny_model_path, tmp_path
 
 def test_a_hinted_retry_is_as_large_as_the_group_it_replaces(tiny_model_path, tmp_path):
     # The budget gives group_size (4) to a prompt; a failed group of 3 is retried with 3, not 4.
-    trainer = Trainer(hint_spec(tiny_model_path, tmp_path), MemoryReporter())
-    try:
-        collector = trainer.collector
+    with step_parts(hint_spec(tiny_model_path, tmp_path)) as parts:
+        collector = parts.collector
         found = Collected([], [], 1, {"generate": 0.0, "score": 0.0})
-        prompt = trainer.curriculum.draw(1)
+        prompt = parts.curriculum.draw(1)
         [failed] = collector.generate_and_score(prompt, 0, found, Allocation([3]))
         found.generated.append(failed)
         [retry] = collector.with_hints([failed], 0, found)
         assert retry.prompt.hint is not None and len(retry.episodes) == 3
         assert found.generated == [failed, retry]
-    finally:
-        trainer.close()
