@@ -32,6 +32,27 @@ run = Run.objects.create(team=source.team, name=sys.argv[1], spec=source.spec, s
 print(run.pk, flush=True)
 """
 
+# A running run with every fact and action its header can show (issue 39: at 1,400 px the title shrank to
+# "De…" and "Run again exactly" and "Stop run" went off-screen): an experiment with the demo's long name,
+# a placement, provenance (Run again exactly) and a checkpoint (Evaluate). Prints its id.
+CROWDED_RUN = """
+import sys
+from tests.browser.synthetic_run import Run
+from studio.experiments.models import Experiment
+from studio.rubrics.models import Rubric
+from studio.runs.models import Checkpoint
+source = Run.objects.order_by("pk").first()
+rubric = Rubric.objects.create(team=source.team, name="sums", spec={"criteria": [{"name": "c", "kind": "exact_match"}]},
+                               created_by=source.created_by)
+experiment = Experiment.objects.create(team=source.team, name="Demo: SmolLM2-135M-Instruct uses a calculator",
+                                       rubric=rubric, model_path="/models/smollm2", config={}, created_by=source.created_by)
+run = Run.objects.create(team=source.team, experiment=experiment, name=sys.argv[1], spec=source.spec, state="running",
+                         total_steps=source.total_steps, created_by=source.created_by, last_step=5,
+                         placement="1 process · cpu (2 threads)", provenance={"data": {"sha256": "0" * 64}})
+Checkpoint.objects.create(run=run, step=5, path="/ck/demo/step-5")
+print(run.pk, flush=True)
+"""
+
 # Starts run RUN_ID as if its model took LOAD_S seconds to load (prints "ready <start time>"), then
 # reports one step per line read ("<step>"), or a log line ("log <text>"), printing the time it reported at.
 STEPPER = """
@@ -76,9 +97,9 @@ def live_run(studio):
         yield run
 
 
-def new_run(studio, name: str, state: str = "queued") -> int:
+def new_run(studio, name: str, state: str = "queued", script: str = NEW_RUN) -> int:
     done = subprocess.run(
-        [sys.executable, "-c", NEW_RUN, name, state], cwd=ROOT, env=studio.env, capture_output=True, text=True
+        [sys.executable, "-c", script, name, state], cwd=ROOT, env=studio.env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     return int(done.stdout)
@@ -246,6 +267,26 @@ def test_the_header_stays_on_one_line_at_1400_px_with_a_long_name(browser, studi
     keep_screenshot(shot)
     assert not errors, errors
     page.context.close()
+
+
+def test_every_header_action_is_reachable_at_1280_and_1400_px(browser, studio, live_run, tmp_path):
+    run_id = new_run(studio, "Demo: SmolLM2-135M-Instruct uses a calculator · 3", script=CROWDED_RUN)
+    for width in (1280, 1400):
+        page, errors, _ = open_page(browser, studio, live_run, run_id, width, 900)
+        shown = page.locator(".run-head .actions > :visible")
+        names = shown.all_text_contents()
+        assert {"Evaluate checkpoint", "Clone", "Run again exactly", "Stop run"} <= set(names), names
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), width
+        for box in (el.bounding_box() for el in shown.all()):
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width, (width, names, box)
+        # The title keeps a readable part (it had shrunk to "De…"): at least 16 characters' room.
+        assert page.locator("[data-run-name]").bounding_box()["width"] >= 16 * 12, width
+        assert page.locator(".run-head .facts a", has_text="Demo: SmolLM2").bounding_box()["x"] + 10 <= width
+        shot = tmp_path / f"run-page-header-actions-{width}.png"
+        page.screenshot(path=str(shot), clip={"x": 0, "y": 0, "width": width, "height": 200})
+        keep_screenshot(shot)
+        assert not errors, errors
+        page.context.close()
 
 
 def test_the_group_strip_scrolls_inside_the_rollout_detail(browser, studio, live_run, tmp_path):
