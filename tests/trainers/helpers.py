@@ -204,6 +204,35 @@ class StepParts:
         return step_rollouts(groups, {id(g) for g in trained}, step=step, multi_turn=self.spec.environment is not None,
                              dist=dist_info())  # fmt: skip
 
+    def step(self) -> tuple[Any, dict[str, float]]:
+        """One step of the parts, one process, as `Trainer.step` runs them: collect, update on the kept groups
+        (the parts must have the update; none when nothing was kept), the schedule moves on; returns what was
+        collected and the step's metrics (the update's, rewards, responses, episodes, timings, IGPO's gains,
+        curriculum, hints)."""
+        import time
+
+        from trainers.run.step_metrics import reward_metrics, step_metrics
+        from trainers.update.optimizer import advance_schedule
+
+        started = time.perf_counter()
+        found = self.collector.collect(self.step_count)
+        train_started = time.perf_counter()
+        metrics = self.update(found.kept, self.step_count, None) if found.kept else {}
+        lr = advance_schedule(self.scheduler)
+        self.step_count += 1
+        timings = found.timings | {"step": time.perf_counter() - started, "train": time.perf_counter() - train_started}
+        first_round = found.generated[: self.spec.optim.prompts_per_step]
+        epoch = self.source.epoch + self.source.index / len(self.source.prompts)
+        metrics |= (
+            reward_metrics(first_round, self.rubric.names)
+            | step_metrics(first_round, found.generated, found.kept, timings, rounds=found.rounds, lr=lr, epoch=epoch,
+                           multi_turn=self.spec.environment is not None, device=self.collector.device)
+            | found.info_gain_metrics
+            | self.curriculum.metrics()
+            | (self.hinter.step_metrics() if self.hinter is not None else {})
+        )  # fmt: skip
+        return found, metrics
+
 
 @contextmanager
 def step_parts(spec: RunSpec, *, update: bool = False) -> Iterator[StepParts]:
