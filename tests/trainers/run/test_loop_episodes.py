@@ -1,11 +1,13 @@
-"""The loop on multi-turn episodes: the tiny model in the test environment (tests/trainers/episode_envs)."""
+"""A step on multi-turn episodes: the tiny model in the test environment (tests/trainers/episode_envs), the
+step's parts built alone (collection, the policy update, the step's metrics and rollouts); one run on vLLM
+end to end."""
 
 import math
 
 import pytest
 
 from tests.trainers import episode_envs  # noqa: F401  (registers the "test-echo" kind)
-from tests.trainers.helpers import tiny_spec
+from tests.trainers.helpers import step_parts, tiny_spec
 from trainers.report import MemoryReporter
 from trainers.run.loop import train
 
@@ -22,15 +24,18 @@ def multi_turn_spec(tiny_model_path, tmp_path, rollout=None, **environment):
     return tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 2}, environment=env, rollout=rollout or {})
 
 
+def first_step(spec):
+    """Step 1 of `spec` on its parts alone: its metrics and its rollouts (advantages set by the update)."""
+    with step_parts(spec, update=True) as parts:
+        found, metrics = parts.step()
+        return metrics, parts.rollouts(found.generated, found.kept, step=1)
+
+
 def test_a_multi_turn_run_reports_turns_in_its_rollouts_and_episode_metrics(tiny_model_path, tmp_path):
-    reporter = MemoryReporter()
-    result = train(multi_turn_spec(tiny_model_path, tmp_path), reporter)
-    assert result.status == "succeeded" and result.steps == 2
-    metrics = reporter.metric_points[0][1]
+    metrics, rollouts = first_step(multi_turn_spec(tiny_model_path, tmp_path))
     assert set(metrics) >= EPISODE_KEYS and all(math.isfinite(v) for v in metrics.values())
     assert metrics["episode/turns_mean"] == 2.0 and metrics["episode/tool_calls/echo"] == 1.0
     assert metrics["episode/answered_frac"] == 1.0 and metrics["episode/ended_at_limit_frac"] == 0.0
-    step, rollouts = reporter.rollout_batches[0]
     assert len(rollouts) == 2 * 4
     for r in rollouts:
         assert r.end_reason == "done" and [t["reward"] for t in r.turns] == [0.25, 0.25]
@@ -47,12 +52,9 @@ def test_a_multi_turn_run_reports_turns_in_its_rollouts_and_episode_metrics(tiny
 
 
 def test_an_environment_that_fails_leaves_the_run_going_with_the_episodes_annotated(tiny_model_path, tmp_path):
-    reporter = MemoryReporter()
-    spec = multi_turn_spec(tiny_model_path, tmp_path, params={"fail_on": "step"})
-    assert train(spec, reporter).status == "succeeded"
-    rollouts = reporter.rollout_batches[0][1]
+    metrics, rollouts = first_step(multi_turn_spec(tiny_model_path, tmp_path, params={"fail_on": "step"}))
     assert all(r.end_reason == "error" and "step failed on purpose" in r.error for r in rollouts)
-    assert reporter.metric_points[0][1]["episode/error_frac"] == 1.0
+    assert metrics["episode/error_frac"] == 1.0
 
 
 def test_information_gain_and_turn_level_credit_reach_the_reported_turns(tiny_model_path, tmp_path):
@@ -62,10 +64,8 @@ def test_information_gain_and_turn_level_credit_reach_the_reported_turns(tiny_mo
            "max_episode_tokens": 64}  # fmt: skip
     algorithm = {"advantage_estimator": "mt_grpo", "info_gain_weight": 5.0}
     spec = tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 1}, environment=env, algorithm=algorithm)
-    reporter = MemoryReporter()
-    assert train(spec, reporter).status == "succeeded"
-    rollouts = reporter.rollout_batches[0][1]
-    assert "reward/info_gain_mean" in reporter.metric_points[0][1]
+    metrics, rollouts = first_step(spec)
+    assert "reward/info_gain_mean" in metrics
     for r in rollouts:
         assert r.turns[1]["reward"] == 0.25 and "info gain" not in r.turns[1]["reason"]
         assert r.turns[0]["reward"] != 0.25 and "info gain" in r.turns[0]["reason"]
@@ -81,10 +81,8 @@ def test_igpo_through_the_loop_normalises_each_groups_gains_and_outcomes_apart(t
            "max_episode_tokens": 64}  # fmt: skip
     algorithm = {"advantage_estimator": "igpo", "info_gain_weight": 5.0, "gamma": 0.0, "igpo_norm": "separate"}
     spec = tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 1}, environment=env, algorithm=algorithm)
-    reporter = MemoryReporter()
-    assert train(spec, reporter).status == "succeeded"
     groups: dict[str, list] = {}
-    for r in reporter.rollout_batches[0][1]:
+    for r in first_step(spec)[1]:
         groups.setdefault(r.prompt_id, []).append(r)
 
     def normalised(values: list[float]) -> list[float]:
