@@ -158,7 +158,7 @@ def _rows_changed(run: Run, record: dict[str, Any]) -> list[str]:
             notes.append(f"dataset {experiment.dataset.name!r} was edited since ({updated:%Y-%m-%d %H:%M})")
     rubric = record.get("rubric") or {}
     same_rubric = experiment is not None and rubric.get("id") == experiment.rubric_id
-    if same_rubric and facts.json_digest(experiment.rubric.spec) != rubric.get("sha256"):
+    if same_rubric and _rubric_row_changed(experiment.rubric, rubric):
         notes.append(f"rubric {experiment.rubric.name!r} was changed since; the re-run scores with the "
                      "definition the run used")  # fmt: skip
     environment = record.get("environment") or {}
@@ -168,6 +168,17 @@ def _rows_changed(run: Run, record: dict[str, Any]) -> list[str]:
             notes.append(f"environment {experiment.environment.name!r} is at version {latest} now; the re-run uses "
                          f"version {environment['version']} as the run did")  # fmt: skip
     return notes
+
+
+def _rubric_row_changed(row, recorded: dict[str, Any]) -> bool:
+    """Whether the rubric row differs from the one the run was recorded with. Its definition is compared with
+    the row's own digest then (`row_sha256`), not with the run's rubric section (`sha256`), which the run's
+    settings hold validated, defaults filled in: those two differ for a rubric nobody touched. A record from
+    before `row_sha256` compares the row's updated time (equal: unchanged)."""
+    if recorded.get("row_sha256"):
+        return facts.json_digest(row.spec) != recorded["row_sha256"]
+    then = recorded.get("updated")
+    return bool(row.updated and then and row.updated > datetime.fromisoformat(then))
 
 
 def differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:

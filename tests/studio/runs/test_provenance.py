@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from studio.experiments.specs import validate
 from studio.runs import html_report
 from studio.runs.models import MetricPoint, Run
 from studio.sharing.models import Note, ShareLink
@@ -72,6 +73,20 @@ class ProvenanceTest(StudioTestCase):
         self.assertEqual(again.data.path, str(snapshot))
         self.assertEqual(len(run.provenance["later_attempts"]), 1)
         self.assertEqual(run.provenance["inputs"], record["inputs"])
+
+    def test_run_again_exactly_of_an_untouched_rubric_does_not_say_it_was_changed(self):
+        # Issue 39: the rubric row's definition is the user's (no defaults filled), the run's rubric section the
+        # validated one; comparing the two said "was changed since" of a rubric whose stored time equals the record's.
+        self.rubric.spec = {"criteria": [{"name": "correct", "kind": "exact_match"}]}  # weight and params left out
+        self.rubric.save()
+        run = self.make_run("queued", spec=validate(self.experiment.spec_config()))  # as a launch stores it
+        self.started(run)
+        self.assertNotEqual(run.provenance["rubric"]["sha256"], run.provenance["rubric"]["row_sha256"])
+        self.assertEqual(run.provenance["rubric"]["updated"], self.rubric.updated.isoformat())
+        Run.objects.filter(pk=run.pk).update(state="succeeded")
+        answer = self.client_for(self.bob).post(f"/api/runs/{run.pk}/rerun/")
+        self.assertEqual(answer.status_code, 201, answer.content)
+        self.assertFalse([n for n in answer.json()["differences_now"] if "rubric" in n], answer.json())
 
     def test_run_again_exactly_pins_the_inputs_and_says_what_changed_since(self):
         run = self.make_run("queued")
