@@ -63,6 +63,8 @@ class DatabaseReporter:
         # twice, move the run's progress back or add a checkpoint to a run that ended. None: not checked.
         self.attempt = attempt
         self.superseded = False
+        # The run's CancelCheck (workers.tasks sets it): a stop that was its worker shutting down is told as such.
+        self.stop_check: CancelCheck | None = None
         self.pending: list[tuple[str, int | None, Any]] = []  # (kind, step, payload) in report order
         self.pending_rows = 0
         self.last_flush = time.monotonic()
@@ -95,6 +97,9 @@ class DatabaseReporter:
     def status(self, state: str, detail: str = "") -> None:
         # The task owns the run's state (queued/running/final); the trainer's own status
         # reports become log lines so nothing it says is lost.
+        if state == "cancelled" and self.stop_check is not None and self.stop_check.interrupted:
+            # Nobody cancelled it: its worker was stopped (Ctrl-C of `up`, a deploy), and it resumes.
+            state, detail = "interrupted", f"the worker was stopped; resumes on the next start of a worker ({detail})"
         self.log(f"[{state}] {detail}".rstrip())
 
     def checkpoint(self, step: int, path: str) -> None:

@@ -180,6 +180,7 @@ def execute_run(run_id: int, worker: str) -> str:
     # The attempt this task runs: a restart begins a newer one, and this one then stops and ends nothing.
     check = CancelCheck(run_id, attempt=run.restarts)
     reporter = DatabaseReporter(run_id, attempt=run.restarts)
+    reporter.stop_check = check  # its worker's shutdown is logged as that, not as a cancel
     # Trackers the run mirrors to (studio.tracking): fed off the training thread, never waited for.
     mirror = mirroring.start(run)
     stop_beat = _start_heartbeat(run_id)
@@ -221,7 +222,8 @@ def _execute(run: Run, devices: list[str], reporter: DatabaseReporter, check: Ca
         detail = getattr(result, "detail", "") or f"{result.status}"
         if result.status == "cancelled" and check.interrupted:
             where = f"; checkpoint {result.checkpoint}" if getattr(result, "checkpoint", None) else ""
-            lifecycle.interrupt(run_id, f"interrupted: its worker shut down ({detail}{where})", attempt=attempt)
+            lifecycle.interrupt(run_id, f"interrupted: its worker shut down ({detail}{where}); it resumes when a "
+                                        "worker starts again (the next `./studioctl up`)", attempt=attempt)  # fmt: skip
             return INTERRUPTED
         state = {"succeeded": SUCCEEDED, "cancelled": CANCELLED}.get(result.status, FAILED)
         error = "" if state != FAILED else _failure_text(detail, reporter)

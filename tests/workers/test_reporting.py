@@ -93,6 +93,20 @@ class ReporterTest(StudioTestCase):
         check.interrupt()  # the worker shuts down meanwhile: the run must be resumable
         self.assertIs(check(), True)
 
+    def test_a_run_stopped_by_its_worker_shutting_down_is_not_logged_as_cancelled(self):
+        # Issue 39: after a clean Ctrl-C of `up` the run's log said "[cancelled]" though nobody cancelled it.
+        run = self.make_run("running")
+        reporter = DatabaseReporter(run.pk, flush_interval_s=3600)
+        reporter.stop_check = CancelCheck(run.pk, every_s=0)
+        reporter.status("cancelled", "stopped at step 2")  # a user's stop
+        reporter.stop_check.interrupt()  # SIGTERM / SIGINT to the worker
+        reporter.status("cancelled", "stopped at step 3: the step-3 checkpoint is kept")
+        reporter.flush()
+        lines = [e.payload["line"] for e in RunEvent.objects.filter(run=run, kind="log").order_by("seq")]
+        self.assertEqual(lines, ["[cancelled] stopped at step 2",
+                                 "[interrupted] the worker was stopped; resumes on the next start of a worker "
+                                 "(stopped at step 3: the step-3 checkpoint is kept)"])  # fmt: skip
+
     def test_the_cancel_check_stops_a_run_the_studio_has_failed(self):
         # The sweeper marks a silent worker's run failed; if that worker is alive after all
         # (a long pause, a network split), its trainer must stop rather than train on.
