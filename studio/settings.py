@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "studio.fleet",
     "studio.ingest",
     "studio.tracking",
+    "studio.evaluations",
 ]
 
 MIDDLEWARE = [
@@ -174,6 +175,8 @@ CELERY_WORKER_DISABLE_PREFETCH = True
 CELERY_TASK_ROUTES = {
     "workers.run_training": {"queue": "gpu"},
     "workers.run_eval": {"queue": "gpu"},
+    # A suite's job evaluates like an evaluation run, on the same queue and places.
+    "workers.run_suite": {"queue": "gpu"},
     "workers.score_rubric": {"queue": "default"},
     "workers.check_dataset": {"queue": "default"},
     "workers.try_environment": {"queue": "default"},

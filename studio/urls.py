@@ -45,6 +45,7 @@ urlpatterns = [
     path("", include("studio.fleet.urls")),
     path("", include("studio.tracking.urls")),
     path("", include("studio.ingest.urls")),
+    path("", include("studio.evaluations.urls")),
 ]
 
 # Errors under /api/ (a path no route matches, a failure DRF does not handle) are JSON; pages keep HTML.

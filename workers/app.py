@@ -23,5 +23,6 @@ os.environ.setdefault("ROLLOUT_SANDBOX_HIDE", str(settings.DATA_DIR))
 # tasks: registered by name; gpu: Celery signal handlers (GPU pinning, fleet inventory, memory release);
 # recovery: the runs' checkpoint on shutdown and their restart when their process dies
 from workers import gpu, recovery, tasks  # noqa: E402, F401
+from workers import suites as suite_tasks  # noqa: E402, F401 - workers.run_suite
 
 __all__ = ["app"]
