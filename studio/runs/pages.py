@@ -100,13 +100,15 @@ def render_run_page(request: HttpRequest, run: Run, *, role: str | None, share: 
         "lineage": lineage,
         "reserved_panels": panels.reserved(run.spec),
     }
+    opening = rollout_query.opening_split(run.pk)
     restarts = list(run.restart_log.all())
     # Provenance and exports: members only (a share link shows curves and rollouts, not the machine or code).
     facts = {} if share else {"provenance": provenance.summary(run), "repeats": provenance.repeat_differences(run),
                               "exports": _export_losses(run)}  # fmt: skip
     # An asynchronous run says that it is not bit-reproducible (its settings, not its metrics, decide).
     context = {"run": run, "config": config, "share": share, "can_edit": can_edit, "restarts": restarts, "queue": queue,
-               "resumed": lineage[-1] if lineage else None, "asynchrony": asynchrony_note(run.spec), **facts}  # fmt: skip
+               "resumed": lineage[-1] if lineage else None, "asynchrony": asynchrony_note(run.spec),
+               "opening_split": opening, **facts}  # fmt: skip
     if share:  # a share link's reader: the same page, without host names or server paths
         return render(request, "share/run.html", share_view(context, run))
     return render(request, "runs/detail.html", context)

@@ -62,6 +62,16 @@ SPLIT_CHOICES = (TRAIN_SPLIT, VALIDATION_SPLIT, SPLIT_ALL)
 DEFAULT_SPLIT = TRAIN_SPLIT
 
 
+def opening_split(run_id: int) -> str:
+    """The split the run page's rollout list opens on: training, unless the run has validation rollouts
+    and no training ones yet (a step-0 validation before the first step: the list said "No rollouts yet"
+    over 40 rollouts, issue 39); then both, so the training rollouts join the list as they arrive."""
+    rows = Rollout.objects.filter(run_id=run_id)
+    if rows.filter(split=TRAIN_SPLIT).exists() or not rows.filter(split=VALIDATION_SPLIT).exists():
+        return DEFAULT_SPLIT
+    return SPLIT_ALL
+
+
 def encode_cursor(value: Any, pk: int) -> str:
     return base64.urlsafe_b64encode(json.dumps([value, pk]).encode()).decode()
 

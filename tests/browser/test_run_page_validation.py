@@ -2,9 +2,12 @@
 curves have their panels beside the training ones, the inspector lists training rollouts by
 default, and its split filter lists the validation rollouts (live ones included), marked as such."""
 
+import subprocess
+import sys
+
 import pytest
 
-from tests.browser.live_studio import requires_chromium
+from tests.browser.live_studio import ROOT, requires_chromium
 from tests.browser.test_run_page_episodes import filter_by
 from tests.browser.test_run_page_live import owner_page, points_in
 
@@ -12,6 +15,24 @@ pytestmark = [pytest.mark.slow, requires_chromium]
 
 HISTORY, TOTAL, INTERVAL = 8, 300, 0.5
 ROWS = ".rollout-list tbody tr[data-rollout-id]"
+# A run in the synthetic run's team with only its step-0 validation written (what a run shows before its
+# first training step); then, for each line read, a training step. Prints its id.
+VALIDATED_FIRST = """
+import random, sys, time
+from tests.browser.synthetic_run import Run, report_step, validation_at
+from studio.runs.events import record
+from studio.runs.models import Rollout
+source = Run.objects.order_by("pk").first()
+run = Run.objects.create(team=source.team, name="validated first", spec=source.spec, state="running",
+                         total_steps=10, created_by=source.created_by)
+values, rows = validation_at(run, 0, random.Random(1))
+rows = Rollout.objects.bulk_create(rows)
+record(run.pk, [("metrics", 0, {"values": values}), ("rollouts", 0, {"items": [r.summary() for r in rows]})])
+print(run.pk, flush=True)
+for line in sys.stdin:
+    report_step(run, int(line), 10, random.Random(2), time.time())
+    print("done", flush=True)
+"""
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +86,27 @@ def test_the_split_filter_lists_validation_rollouts_and_the_default_lists_traini
     assert sorted(r["split"] for r in listed(page)) == ["train"] * 32 + ["validation"] * 12
     assert not errors, errors
     page.context.close()
+
+
+def test_a_run_with_only_validation_rollouts_opens_the_list_on_both_splits(browser, studio, live_run):
+    # Issue 39: the list opened on the training split and said "No rollouts yet" over 12 validation rollouts.
+    writer = subprocess.Popen([sys.executable, "-c", VALIDATED_FIRST], cwd=ROOT, env=studio.env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        run_id = int(writer.stdout.readline())
+        page, errors = owner_page(browser, studio, {**live_run, "run": run_id})
+        page.wait_for_selector(ROWS)
+        assert page.locator("form.filters [name=split]").input_value() == "all"
+        rows = listed(page)
+        assert len(rows) == 12 and {r["split"] for r in rows} == {"validation"}
+        # The first training step's rollouts join the list live, under the same filter.
+        writer.stdin.write("1\n")
+        writer.stdin.flush()
+        assert writer.stdout.readline().strip() == "done"
+        page.wait_for_function("studioRunPage.rollouts.items.some((r) => r.split === 'train')", timeout=20_000)
+        assert page.locator(f"{ROWS} .tag.split-validation").count() == 12
+        assert not errors, errors
+        page.context.close()
+    finally:
+        writer.stdin.close()
+        writer.wait(timeout=10)
