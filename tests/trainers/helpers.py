@@ -205,10 +205,10 @@ class StepParts:
                              dist=dist_info())  # fmt: skip
 
     def step(self) -> tuple[Any, dict[str, float]]:
-        """One step of the parts, one process, as `Trainer.step` runs them: collect, update on the kept groups
-        (the parts must have the update; none when nothing was kept), the schedule moves on; returns what was
-        collected and the step's metrics (the update's, rewards, responses, episodes, timings, IGPO's gains,
-        curriculum, hints)."""
+        """One step of the parts, one process, as `Trainer.step` runs them: collect, adapt a procedural task's
+        difficulty, update on the kept groups (parts built without the update collect only; none when nothing
+        was kept), the schedule moves on; returns what was collected and the step's metrics (the update's,
+        rewards, responses, episodes, timings, IGPO's gains, curriculum, hints, procedural/)."""
         import time
 
         from trainers.run.step_metrics import reward_metrics, step_metrics
@@ -216,8 +216,9 @@ class StepParts:
 
         started = time.perf_counter()
         found = self.collector.collect(self.step_count)
+        procedural = self.collector.adapt_difficulty(found.generated)
         train_started = time.perf_counter()
-        metrics = self.update(found.kept, self.step_count, None) if found.kept else {}
+        metrics = self.update(found.kept, self.step_count, None) if self.update is not None and found.kept else {}
         lr = advance_schedule(self.scheduler)
         self.step_count += 1
         timings = found.timings | {"step": time.perf_counter() - started, "train": time.perf_counter() - train_started}
@@ -230,6 +231,7 @@ class StepParts:
             | found.info_gain_metrics
             | self.curriculum.metrics()
             | (self.hinter.step_metrics() if self.hinter is not None else {})
+            | procedural
         )  # fmt: skip
         return found, metrics
 
