@@ -1,12 +1,14 @@
-"""A procedural run end to end on the tiny model: the loop draws from the current level's pool,
-reports `procedural/*`, moves the level, and a resumed run follows the same difficulty path."""
+"""A procedural run's steps on the tiny model, the step's collection built alone (`step_parts`): it draws
+from the current level's pool, reports `procedural/*`, moves the level, and a resumed run follows the
+same difficulty path. Training the policy is not what these check: the steps collect only."""
 
 import pytest
 
+from tests.trainers.helpers import step_parts
 from trainers.demos.demo import demo_spec
 from trainers.report import MemoryReporter
-from trainers.run.loop import train
-from trainers.run.tool_silence import SILENT_STEPS
+from trainers.run.checkpoint import save_checkpoint
+from trainers.run.tool_silence import SILENT_STEPS, ToolSilence
 from trainers.spec import RunSpec
 
 # A random tiny model rarely solves a task, so the pass rate here is "the completion holds a
@@ -29,6 +31,20 @@ def procedural_spec(model_path, tmp_path, **procedural) -> RunSpec:
     return RunSpec.model_validate(config)
 
 
+def collected(spec: RunSpec, reporter: MemoryReporter, steps: int | None = None, *, save: bool = False) -> None:
+    """The run's steps up to `steps` (total_steps) on its parts, collection only, each step's metrics and
+    rollouts reported as a run reports them, the tool-silence watch included; `save`: then a checkpoint."""
+    silence = ToolSilence(spec)
+    with step_parts(spec) as parts:  # resumed from spec.checkpoint.resume_from when it is set
+        while parts.step_count < (steps or spec.optim.total_steps):
+            found, metrics = parts.step()
+            silence.observe(parts.step_count, metrics, reporter)
+            reporter.metrics(parts.step_count, metrics)
+            reporter.rollouts(parts.step_count, parts.rollouts(found.generated, found.kept, parts.step_count))
+        if save:
+            save_checkpoint(parts)
+
+
 def levels_of(reporter: MemoryReporter) -> list[list[int]]:
     """Each step's prompts' levels, read from their ids ('L<level>-<i>')."""
     return [sorted({int(r.prompt_id.split("-")[0][1:]) for r in batch}) for _, batch in reporter.rollout_batches]
@@ -36,8 +52,7 @@ def levels_of(reporter: MemoryReporter) -> list[list[int]]:
 
 def test_the_level_follows_the_pass_rate_and_the_prompts_come_from_that_level(tiny_model_path, tmp_path):
     reporter = MemoryReporter()
-    spec = procedural_spec(tiny_model_path, tmp_path, start_difficulty=4)
-    assert train(spec, reporter).status == "succeeded"
+    collected(procedural_spec(tiny_model_path, tmp_path, start_difficulty=4), reporter)
     difficulty, rate = reporter.series("procedural/difficulty"), reporter.series("procedural/pass_rate")
     assert difficulty[0] == 4
     assert [[int(d)] for d in difficulty] == levels_of(reporter)
@@ -52,21 +67,21 @@ def test_the_level_follows_the_pass_rate_and_the_prompts_come_from_that_level(ti
 
 def test_without_adapt_the_level_stays(tiny_model_path, tmp_path):
     reporter = MemoryReporter()
-    train(procedural_spec(tiny_model_path, tmp_path, start_difficulty=2, adapt=False), reporter)
+    collected(procedural_spec(tiny_model_path, tmp_path, start_difficulty=2, adapt=False), reporter)
     assert reporter.series("procedural/difficulty") == [2.0] * 6
 
 
 def test_a_resumed_run_follows_the_same_difficulty_path(tiny_model_path, tmp_path):
     whole = MemoryReporter()
-    train(procedural_spec(tiny_model_path, tmp_path / "whole", start_difficulty=4), whole)
+    collected(procedural_spec(tiny_model_path, tmp_path / "whole", start_difficulty=4), whole)
 
-    interrupted = MemoryReporter()
     first = procedural_spec(tiny_model_path, tmp_path / "split", start_difficulty=4)
-    train(first, interrupted, should_stop=lambda: len(interrupted.metric_points) == 3)
+    collected(first, MemoryReporter(), steps=3, save=True)  # stopped after step 3, its checkpoint saved
     resumed = MemoryReporter()
     second = procedural_spec(tiny_model_path, tmp_path / "split", start_difficulty=4)
     second.checkpoint.resume_from = "latest"
-    assert train(second, resumed).steps == 6
+    collected(second, resumed)
+    assert [step for step, _ in resumed.metric_points] == [4, 5, 6]
 
     assert resumed.series("procedural/difficulty") == whole.series("procedural/difficulty")[3:]
     assert resumed.series("procedural/pass_rate") == pytest.approx(whole.series("procedural/pass_rate")[3:])
@@ -78,7 +93,7 @@ def test_a_sampler_draws_within_the_current_level_as_it_moves(tiny_model_path, t
     reporter = MemoryReporter()
     spec = procedural_spec(tiny_model_path, tmp_path, start_difficulty=4)
     spec.curriculum.sampler = "online_difficulty"  # reads every pool prompt's posterior: new levels have the prior
-    assert train(spec, reporter).status == "succeeded"
+    collected(spec, reporter)
     difficulty = reporter.series("procedural/difficulty")
     assert len(set(difficulty)) > 1, difficulty
     assert [[int(d)] for d in difficulty] == levels_of(reporter)
@@ -97,9 +112,14 @@ def test_a_single_turn_task_runs_in_a_tools_environment_whose_calculator_answers
     env = ToolsEnvironment.create(tools["params"], EpisodeLimits())
     try:
         start = env.reset({**row.fields, "messages": [{"role": "user", "content": row.prompt}]})
-        assert start.messages[-1] == {"role": "user", "content": row.prompt} and "calculator" in start.messages[0]["content"]
+        assert (
+            start.messages[-1] == {"role": "user", "content": row.prompt}
+            and "calculator" in start.messages[0]["content"]
+        )
         expression = row.prompt.removeprefix("What is ").removesuffix("?")
-        result = env.step(f'<tool_call>{{"name": "calculator", "arguments": {{"expression": "{expression}"}}}}</tool_call>')
+        result = env.step(
+            f'<tool_call>{{"name": "calculator", "arguments": {{"expression": "{expression}"}}}}</tool_call>'
+        )
     finally:
         env.close()
     assert [(call.name, call.result) for call in result.tool_calls] == [("calculator", row.fields["answer"])]
@@ -108,7 +128,7 @@ def test_a_single_turn_task_runs_in_a_tools_environment_whose_calculator_answers
     spec = RunSpec.model_validate({**spec.model_dump(), "environment": tools, "optim": {**spec.optim.model_dump(),
                                    "total_steps": SILENT_STEPS}})  # fmt: skip
     reporter = MemoryReporter()
-    assert train(spec, reporter).status == "succeeded"
+    collected(spec, reporter)
     # The tiny random model never calls the calculator: the run's page is told so, once.
     assert reporter.series("episode/tool_calls_mean") == [0.0] * SILENT_STEPS
     assert [(step, text.split(":")[0]) for step, text in reporter.warnings if "tool" in text] == [
