@@ -68,6 +68,22 @@ class Dataset(TeamObject):
         under another name, which the mapping (not the file) fixes."""
         return bool(self.errors) and all(e.get("field") and e.get("message") == "missing" for e in self.errors)
 
+    def missing_fields_text(self) -> str | None:
+        """When every invalid row listed only lacks a field the mapping names (rows uploaded with other field
+        names): that once, with the fields the rows have and what to map, instead of one identical line per
+        row and "fix the file" (issue 39). None otherwise."""
+        if not self._mapping_may_help():
+            return None
+        roles = {self.prompt_field: "prompt", self.messages_field: "chat messages", self.answer_field: "answer"}
+        parts = []
+        for key in dict.fromkeys(e["field"] for e in self.errors):
+            role = roles.get(key, "extra field")
+            parts.append(f"the {role} field {key!r}")
+        who = "no row has" if not self.valid_rows else f"{self.error_count:,} of {self.row_count:,} rows lack"
+        have = ", ".join(self.columns) if self.columns else "none that could be read"
+        targets = " and ".join(dict.fromkeys(roles.get(e["field"], e["field"]) for e in self.errors))
+        return f"{who} {' or '.join(parts)}; rows have fields: {have}: map one to {targets} in the field mapping"
+
     def choice_problem(self, skip_invalid_rows: bool = False) -> str | None:
         """Why an experiment cannot use this dataset, in words that help (which rows, what is wrong,
         what to do), or None. A dataset still being checked may be chosen (launching waits for it)."""
@@ -77,6 +93,8 @@ class Dataset(TeamObject):
             return None
         mapping = ("; if the rows hold that field under another name, change the dataset's field mapping"
                    if self._mapping_may_help() else "")  # fmt: skip
+        if not self.valid_rows and (missing := self.missing_fields_text()):
+            return f"no row can be used in {self.name!r}: {missing} (the dataset's page)."
         if not self.valid_rows:
             return f"no row can be used: {self.invalid_rows_text()}. Fix the file and add it again{mapping}."
         if skip_invalid_rows:

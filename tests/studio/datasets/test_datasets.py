@@ -91,9 +91,17 @@ class DatasetsTest(StudioTestCase):
         self.experiment.save()
         response = self.client_for(self.bob).post(f"/api/experiments/{self.experiment.pk}/launch/")
         self.assertEqual(response.status_code, 400)
-        self.assertTrue(response.json()["dataset"].startswith("no row can be used: 2 of 2 rows invalid in 'mis.jsonl' "
-                                                              "(row 1, field 'question': missing;"))  # fmt: skip
-        self.assertIn("change the dataset's field mapping", response.json()["dataset"])  # it is the mapping
+        # Said once, with what the rows have and what to map (issue 39: one identical line per row, "fix the file").
+        self.assertEqual(response.json()["dataset"], "no row can be used in 'mis.jsonl': no row has the prompt field "
+                         "'question'; rows have fields: prompt, answer: map one to prompt in the field mapping (the "
+                         "dataset's page).")  # fmt: skip
+        self.client.force_login(self.bob)
+        page = self.client.get(f"/datasets/{dataset.pk}/").content.decode()
+        self.assertIn("No row has the prompt field &#x27;question&#x27;; rows have fields: prompt, answer: map one to "
+                      "prompt in the field mapping below.", page)  # fmt: skip
+        self.assertNotIn("Fix the file", page)
+        self.assertNotIn("fix the file", page)
+        self.assertNotIn(": missing</li>", page)  # no line per row
 
     def test_fixing_the_mapping_rechecks_every_row(self):
         dataset = self.make_dataset(ROWS, name="fix.jsonl", prompt_field="question")
