@@ -13,7 +13,7 @@ from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
 from studio.evaluations import services, suite_tasks, table
-from studio.evaluations.models import Suite, SuiteRun
+from studio.evaluations.models import Suite, SuiteRun, TrainingSuite
 from studio.lib.api_schema import id_parameter
 from studio.lib.fields import JSONField, StudioModelSerializer
 from studio.lib.params import MAX_ID
@@ -50,6 +50,25 @@ class SuiteSerializer(StudioModelSerializer):
             suite_tasks.resolve(tasks, team)  # the team's objects, and every task a valid evaluation
         except suite_tasks.TasksRefused as exc:
             raise serializers.ValidationError(exc.errors) from None
+        return attrs
+
+
+class TrainingSuiteSerializer(StudioModelSerializer):
+    team = TeamField()
+
+    class Meta:
+        model = TrainingSuite
+        fields = ["id", "team", "experiment", "suite", "every_n_checkpoints", "created"]
+        extra_kwargs = {"every_n_checkpoints": {"min_value": 1, "max_value": 1_000_000}}
+
+    def validate(self, attrs):
+        team = attrs.get("team") or self.instance.team
+        if self.instance is not None and team.pk != self.instance.team_id:
+            raise serializers.ValidationError({"team": "a training suite cannot move to another team"})
+        for name in ("experiment", "suite"):
+            chosen = attrs.get(name)
+            if chosen is not None and chosen.team_id != team.pk:
+                raise serializers.ValidationError({name: "must belong to the same team"})
         return attrs
 
 
@@ -135,3 +154,11 @@ class SuiteRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     def cancel(self, request, pk=None):
         suite_run = services.cancel(self.get_object())  # TeamRole: a POST needs the edit role
         return Response(SuiteRunSerializer(suite_run).data)
+
+
+class TrainingSuiteViewSet(TeamScopedViewSet):
+    """An experiment's suite while it trains: every Nth checkpoint of its training runs is scored by the suite,
+    and the scores become the run's curves suite/<task>/reward_mean, pass@1, pass@<k> at the checkpoint's step."""
+
+    model = TrainingSuite
+    serializer_class = TrainingSuiteSerializer

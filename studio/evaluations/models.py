@@ -96,3 +96,21 @@ class SuiteResult(models.Model):
     @property
     def is_base(self) -> bool:
         return not self.checkpoint
+
+
+class TrainingSuite(models.Model):
+    """An experiment's suite while it trains: every `every_n_checkpoints`-th checkpoint a run of the experiment
+    saves is scored by the suite (a suite run of its own, on a worker place of its own, never blocking the
+    training), and the scores become the run's curves `suite/<task>/...` at the checkpoint's step."""
+
+    team = models.ForeignKey("accounts.Team", on_delete=models.CASCADE, related_name="training_suites")
+    experiment = models.OneToOneField("experiments.Experiment", on_delete=models.CASCADE, related_name="training_suite")
+    suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="training_uses")
+    every_n_checkpoints = models.PositiveIntegerField(default=1, help_text="Score every Nth checkpoint (1: each).")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=models.Q(every_n_checkpoints__gte=1), name="every_n_at_least_1")
+        ]

@@ -2,12 +2,13 @@ from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
 from studio.evaluations import pages
-from studio.evaluations.api import SuiteRunViewSet, SuiteViewSet
+from studio.evaluations.api import SuiteRunViewSet, SuiteViewSet, TrainingSuiteViewSet
 
 # A router of its own (no root view): the main router's /api/ root stays the one index.
 router = SimpleRouter()
 router.register("suites", SuiteViewSet, basename="suite")
 router.register("suite-runs", SuiteRunViewSet, basename="suite-run")
+router.register("training-suites", TrainingSuiteViewSet, basename="training-suite")
 
 urlpatterns = [
     path("api/", include(router.urls)),
