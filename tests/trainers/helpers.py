@@ -278,3 +278,21 @@ def step_parts(spec: RunSpec, *, update: bool = False) -> Iterator[StepParts]:
         collector.close()
         engine.close()
         rubric.close()
+
+
+def stepped(spec: RunSpec, reporter, steps: int | None = None, *, update: bool = False, save: bool = False) -> None:
+    """The run's steps up to `steps` (spec's total_steps) on its parts (`update`: with the policy update, else
+    collection only), each step's metrics and rollouts reported as a run reports them, the tool-silence watch
+    included; resumed from spec.checkpoint.resume_from when it is set; `save`: a checkpoint after the last."""
+    from trainers.run.checkpoint import save_checkpoint
+    from trainers.run.tool_silence import ToolSilence
+
+    silence = ToolSilence(spec)
+    with step_parts(spec, update=update) as parts:
+        while parts.step_count < (steps or spec.optim.total_steps):
+            found, metrics = parts.step()
+            silence.observe(parts.step_count, metrics, reporter)
+            reporter.metrics(parts.step_count, metrics)
+            reporter.rollouts(parts.step_count, parts.rollouts(found.generated, found.kept, parts.step_count))
+        if save:
+            save_checkpoint(parts)

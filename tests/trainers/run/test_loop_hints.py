@@ -8,12 +8,10 @@ import json
 
 import pytest
 
-from tests.trainers.helpers import step_parts, tiny_spec
+from tests.trainers.helpers import step_parts, stepped, tiny_spec
 from trainers.curriculum.budgets import Allocation
 from trainers.report import MemoryReporter
-from trainers.run.checkpoint import save_checkpoint
 from trainers.run.collection import Collected
-from trainers.run.step_metrics import reward_metrics
 from trainers.update.step_batch import build_step_batch
 
 SOLUTION = "the answer is yes please"
@@ -33,21 +31,9 @@ def hint_spec(model_path, tmp_path, **overrides):
     )  # fmt: skip
 
 
-def collected_steps(spec, steps: int, reporter: MemoryReporter) -> None:
-    """`steps` steps' collection (hints are part of it) reported as a run reports them: the reward, curriculum
-    and hint metrics, then the step's rollouts (the groups kept are those it trains on)."""
-    with step_parts(spec) as parts:
-        for step in range(1, steps + 1):
-            found = parts.collector.collect(step - 1)
-            first_round = found.generated[: spec.optim.prompts_per_step]
-            reporter.metrics(step, reward_metrics(first_round, parts.rubric.names) | parts.curriculum.metrics()
-                             | (parts.hinter.step_metrics() if parts.hinter is not None else {}))  # fmt: skip
-            reporter.rollouts(step, parts.rollouts(found.generated, found.kept, step))
-
-
 def test_an_all_failed_group_is_retried_with_a_hint_that_trains_in_its_place(tiny_model_path, tmp_path):
     reporter = MemoryReporter()
-    collected_steps(hint_spec(tiny_model_path, tmp_path), 3, reporter)
+    stepped(hint_spec(tiny_model_path, tmp_path), reporter)  # three steps' collection (hints are part of it)
     # 4 prompts, 2 a step: steps 1 and 2 hint every prompt for the first time (0.5); each hinted group
     # passes, so step 3 (the next epoch) hints at 0.5 * 0.5.
     assert reporter.series("hints/mean_fraction") == [0.5, 0.5, 0.25]
@@ -93,24 +79,18 @@ def test_the_hint_tokens_are_outside_the_loss_mask(tiny_model_path, tmp_path):
 def test_hint_levels_resume_from_the_checkpoint(tiny_model_path, tmp_path):
     out = tmp_path / "out"
     first = hint_spec(tiny_model_path, tmp_path, optim={"total_steps": 2}, checkpoint={"output_dir": str(out)})
-    with step_parts(first) as parts:  # two steps' collection, then the run's checkpoint of step 2
-        for step in range(2):
-            parts.collector.collect(step)
-        parts.step_count = 2
-        save_checkpoint(parts)
+    stepped(first, MemoryReporter(), save=True)  # two steps' collection, then the run's checkpoint of step 2
     resumed = hint_spec(
         tiny_model_path, tmp_path, checkpoint={"output_dir": str(out), "resume_from": "latest"}
     )  # total_steps 3: one more step, whose prompts were hinted (and passed) before the stop
     reporter = MemoryReporter()
-    collected_steps(resumed, 1, reporter)
+    stepped(resumed, reporter)
     assert reporter.series("hints/mean_fraction") == [0.25]  # 0.5 without the saved levels
 
 
 def test_without_hints_no_group_is_retried(tiny_model_path, tmp_path):
     reporter = MemoryReporter()
-    collected_steps(
-        hint_spec(tiny_model_path, tmp_path, curriculum={"hints": False}, optim={"total_steps": 1}), 1, reporter
-    )
+    stepped(hint_spec(tiny_model_path, tmp_path, curriculum={"hints": False}, optim={"total_steps": 1}), reporter)
     assert not any(key.startswith("hints/") for key in reporter.metric_points[0][1])
     assert all(r.hint is None for r in reporter.rollout_batches[0][1]) and len(reporter.rollout_batches[0][1]) == 8
 

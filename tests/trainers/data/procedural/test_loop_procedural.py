@@ -1,14 +1,13 @@
-"""A procedural run's steps on the tiny model, the step's collection built alone (`step_parts`): it draws
+"""A procedural run's steps on the tiny model, the step's collection built alone: it draws
 from the current level's pool, reports `procedural/*`, moves the level, and a resumed run follows the
-same difficulty path. Training the policy is not what these check: the steps collect only."""
+same difficulty path. Training the policy is not what these check: the steps collect only (`stepped`)."""
 
 import pytest
 
-from tests.trainers.helpers import step_parts
+from tests.trainers.helpers import stepped
 from trainers.demos.demo import demo_spec
 from trainers.report import MemoryReporter
-from trainers.run.checkpoint import save_checkpoint
-from trainers.run.tool_silence import SILENT_STEPS, ToolSilence
+from trainers.run.tool_silence import SILENT_STEPS
 from trainers.spec import RunSpec
 
 # A random tiny model rarely solves a task, so the pass rate here is "the completion holds a
@@ -31,20 +30,6 @@ def procedural_spec(model_path, tmp_path, **procedural) -> RunSpec:
     return RunSpec.model_validate(config)
 
 
-def collected(spec: RunSpec, reporter: MemoryReporter, steps: int | None = None, *, save: bool = False) -> None:
-    """The run's steps up to `steps` (total_steps) on its parts, collection only, each step's metrics and
-    rollouts reported as a run reports them, the tool-silence watch included; `save`: then a checkpoint."""
-    silence = ToolSilence(spec)
-    with step_parts(spec) as parts:  # resumed from spec.checkpoint.resume_from when it is set
-        while parts.step_count < (steps or spec.optim.total_steps):
-            found, metrics = parts.step()
-            silence.observe(parts.step_count, metrics, reporter)
-            reporter.metrics(parts.step_count, metrics)
-            reporter.rollouts(parts.step_count, parts.rollouts(found.generated, found.kept, parts.step_count))
-        if save:
-            save_checkpoint(parts)
-
-
 def levels_of(reporter: MemoryReporter) -> list[list[int]]:
     """Each step's prompts' levels, read from their ids ('L<level>-<i>')."""
     return [sorted({int(r.prompt_id.split("-")[0][1:]) for r in batch}) for _, batch in reporter.rollout_batches]
@@ -52,7 +37,7 @@ def levels_of(reporter: MemoryReporter) -> list[list[int]]:
 
 def test_the_level_follows_the_pass_rate_and_the_prompts_come_from_that_level(tiny_model_path, tmp_path):
     reporter = MemoryReporter()
-    collected(procedural_spec(tiny_model_path, tmp_path, start_difficulty=4), reporter)
+    stepped(procedural_spec(tiny_model_path, tmp_path, start_difficulty=4), reporter)
     difficulty, rate = reporter.series("procedural/difficulty"), reporter.series("procedural/pass_rate")
     assert difficulty[0] == 4
     assert [[int(d)] for d in difficulty] == levels_of(reporter)
@@ -67,20 +52,20 @@ def test_the_level_follows_the_pass_rate_and_the_prompts_come_from_that_level(ti
 
 def test_without_adapt_the_level_stays(tiny_model_path, tmp_path):
     reporter = MemoryReporter()
-    collected(procedural_spec(tiny_model_path, tmp_path, start_difficulty=2, adapt=False), reporter)
+    stepped(procedural_spec(tiny_model_path, tmp_path, start_difficulty=2, adapt=False), reporter)
     assert reporter.series("procedural/difficulty") == [2.0] * 6
 
 
 def test_a_resumed_run_follows_the_same_difficulty_path(tiny_model_path, tmp_path):
     whole = MemoryReporter()
-    collected(procedural_spec(tiny_model_path, tmp_path / "whole", start_difficulty=4), whole)
+    stepped(procedural_spec(tiny_model_path, tmp_path / "whole", start_difficulty=4), whole)
 
     first = procedural_spec(tiny_model_path, tmp_path / "split", start_difficulty=4)
-    collected(first, MemoryReporter(), steps=3, save=True)  # stopped after step 3, its checkpoint saved
+    stepped(first, MemoryReporter(), steps=3, save=True)  # stopped after step 3, its checkpoint saved
     resumed = MemoryReporter()
     second = procedural_spec(tiny_model_path, tmp_path / "split", start_difficulty=4)
     second.checkpoint.resume_from = "latest"
-    collected(second, resumed)
+    stepped(second, resumed)
     assert [step for step, _ in resumed.metric_points] == [4, 5, 6]
 
     assert resumed.series("procedural/difficulty") == whole.series("procedural/difficulty")[3:]
@@ -93,7 +78,7 @@ def test_a_sampler_draws_within_the_current_level_as_it_moves(tiny_model_path, t
     reporter = MemoryReporter()
     spec = procedural_spec(tiny_model_path, tmp_path, start_difficulty=4)
     spec.curriculum.sampler = "online_difficulty"  # reads every pool prompt's posterior: new levels have the prior
-    collected(spec, reporter)
+    stepped(spec, reporter)
     difficulty = reporter.series("procedural/difficulty")
     assert len(set(difficulty)) > 1, difficulty
     assert [[int(d)] for d in difficulty] == levels_of(reporter)
@@ -128,7 +113,7 @@ def test_a_single_turn_task_runs_in_a_tools_environment_whose_calculator_answers
     spec = RunSpec.model_validate({**spec.model_dump(), "environment": tools, "optim": {**spec.optim.model_dump(),
                                    "total_steps": SILENT_STEPS}})  # fmt: skip
     reporter = MemoryReporter()
-    collected(spec, reporter)
+    stepped(spec, reporter)
     # The tiny random model never calls the calculator: the run's page is told so, once.
     assert reporter.series("episode/tool_calls_mean") == [0.0] * SILENT_STEPS
     assert [(step, text.split(":")[0]) for step, text in reporter.warnings if "tool" in text] == [
