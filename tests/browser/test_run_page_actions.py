@@ -225,7 +225,8 @@ def test_a_run_that_ends_with_its_scoring_failed_says_so_at_once(browser, studio
     assert page.locator("[data-scoring-failed]").is_hidden()
     assert page.text_content("[data-run-eta-label]") == "ETA"
     assert offered(page) == ["clone", "cancel"]
-    page.locator("[data-run-action=cancel]").click()  # the confirm dialog is accepted
+    page.locator("[data-run-action=cancel]").click()
+    page.locator("dialog[data-stop-dialog] [data-stop-choice=save]").click()  # the stop's choice, said plainly
     page.wait_for_function("document.querySelector('[data-action-answer]').textContent.startsWith('Stopping')")
     assert offered(page) == ["clone"]  # asked once: no second Stop
 

@@ -16,6 +16,9 @@ const LOG_LINES = 300;
 const TERMINAL = new Set(["succeeded", "failed", "cancelled", "interrupted"]);
 
 // A finished run's socket stays open (notes added later still arrive), but nothing runs: its mark says so.
+// What the mark says once the run has ended: "finished" only for a run that did (issue 39: a cancelled run
+// read "finished").
+const ENDED_WORD = { succeeded: "finished", cancelled: "stopped", failed: "ended", interrupted: "interrupted" };
 const FINISHED_TITLE = "The run has ended; the page still shows what is added to it (notes).";
 
 class Progress {
@@ -47,9 +50,10 @@ class Progress {
 
   renderLive() {
     const finished = this.socketState === "live" && TERMINAL.has(this.run.state);
-    const shown = finished ? "finished" : this.socketState;
+    const shown = finished ? ENDED_WORD[this.run.state] : this.socketState;
     if (this.el.live.textContent === shown) return; // render runs every step: write only a change
-    showLiveState(this.el.live, shown);
+    showLiveState(this.el.live, finished ? "finished" : shown); // an ended run's mark: grey, whatever the word
+    this.el.live.textContent = shown;
     this.el.live.title = finished ? FINISHED_TITLE : "";
   }
 
