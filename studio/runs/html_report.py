@@ -24,6 +24,10 @@ CURVE_POINTS = 500
 NOTED_ROLLOUTS = 20
 EXTREME_STEPS = 3
 TEXT_CHARS = 4000
+# As the run page draws (frontend/static/js/curves.js): up to MARKED_POINTS a curve's points are marked
+# (one point as a line draws nothing: a one-step report looked empty), and steps spanning fewer than
+# FEW_STEPS get a tick at every step, one step the range step ± 0.5 (plotly's own: -1..1, ticked in halves).
+MIN_LINE_POINTS, MARKED_POINTS, FEW_STEPS = 2, 12, 8
 
 
 def plotly_source() -> str:
@@ -39,6 +43,32 @@ def curves(run: Run) -> dict[str, dict[str, list[float]]]:
     window = series.Window(x="step", points=CURVE_POINTS)
     keys = series.metric_keys(run.pk)
     return {key: {"x": s.x, "y": s.y} for key, s in series.run_series(run.pk, keys, window).items() if len(s)}
+
+
+def trace_mode(points: int) -> str:
+    return "markers" if points < MIN_LINE_POINTS else "lines+markers" if points < MARKED_POINTS else "lines"
+
+
+def step_axis(steps: list[float]) -> dict[str, Any]:
+    """Plotly's x-axis settings for a panel whose curves hold these steps."""
+    axis: dict[str, Any] = {"title": {"text": "step"}}
+    if not steps or max(steps) - min(steps) >= FEW_STEPS:
+        return axis
+    axis |= {"tickmode": "linear", "tick0": 0, "dtick": 1}
+    if max(steps) == min(steps):
+        axis["range"] = [steps[0] - 0.5, steps[0] + 0.5]
+    return axis
+
+
+def panels(curves: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]]:
+    """A panel per metric namespace ("reward/mean" -> "reward"), sorted: its title, its curves' keys
+    with their trace mode, and its x axis."""
+    groups: dict[str, list[str]] = {}
+    for key in sorted(curves):
+        groups.setdefault(key.split("/", 1)[0] if key.find("/") > 0 else key, []).append(key)
+    return [{"title": title, "traces": [{"key": k, "mode": trace_mode(len(curves[k]["x"]))} for k in keys],
+             "xaxis": step_axis([x for k in keys for x in curves[k]["x"]])}
+            for title, keys in groups.items()]  # fmt: skip
 
 
 def chosen_rollouts(run: Run) -> list[dict[str, Any]]:
@@ -93,7 +123,8 @@ def notes(run: Run) -> list[dict[str, Any]]:
 
 def render(run: Run) -> str:
     """The report's HTML."""
-    data = {"curves": curves(run), "rollouts": chosen_rollouts(run), "notes": notes(run),
+    drawn = curves(run)
+    data = {"curves": drawn, "panels": panels(drawn), "rollouts": chosen_rollouts(run), "notes": notes(run),
             "run": {"id": run.pk, "name": run.name, "state": run.state}}  # fmt: skip
     context = {
         "run": run, "data": data, "spec": json.dumps(run.spec, indent=2, sort_keys=False, default=str),

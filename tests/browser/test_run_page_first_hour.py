@@ -163,6 +163,9 @@ def test_the_first_point_shows_as_a_marker_and_the_eta_leaves_the_model_load_out
         line = page.evaluate(f"{chart}.data.find((t) => t.name === 'reward/mean')")
         assert line["mode"] == "markers" and line["y"] and line["marker"]["size"] > 0
         assert page.locator("[data-panel=reward] .scatterlayer .point").count() >= 1  # drawn, not only listed
+        # Its axis is the step ± 0.5 with the one tick "1" (plotly's own: 0..2 ticked in halves; -1..1 at step 0).
+        assert page.evaluate(f"{chart}._fullLayout.xaxis.range") == [0.5, 1.5]
+        assert page.locator("[data-panel=reward] .xtick text").all_text_contents() == ["1"]
         shot = tmp_path / "run-page-first-point.png"
         page.locator("[data-panel=reward]").screenshot(path=str(shot))
         keep_screenshot(shot)
@@ -172,7 +175,10 @@ def test_the_first_point_shows_as_a_marker_and_the_eta_leaves_the_model_load_out
         time.sleep(1)
         second = send("2")
         page.wait_for_function(f"{chart}.data.find((t) => t.name === 'reward/mean').x.length === 2", timeout=10_000)
-        page.wait_for_function(f"{chart}.data.find((t) => t.name === 'reward/mean').mode === 'lines'")
+        # Two points: a line with its points marked (marks stay while a series has few points), integer ticks.
+        page.wait_for_function(f"{chart}.data.find((t) => t.name === 'reward/mean').mode === 'lines+markers'")
+        ticks = page.locator("[data-panel=reward] .xtick text").all_text_contents()
+        assert ticks and all(re.fullmatch(r"\d+", t) for t in ticks), ticks
         # Step 2 took `second - first`: the load is left out from here on.
         page.wait_for_function("document.querySelector('[data-run-step]').textContent.startsWith('2')")
         assert eta_seconds(page) == pytest.approx((TOTAL - 2) * (second - first), rel=0.1)

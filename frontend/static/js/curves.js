@@ -24,8 +24,15 @@ const POINTS = 1000;
 const DRAW_SHARE = 0.1;
 // A chart this close to the viewport counts as on screen, so it is current when scrolled to.
 const NEAR_SCREEN = "100px";
-// A series drawn from fewer points than this shows markers: one point makes no line.
+// A series drawn from fewer points than this shows markers: one point makes no line. Up to
+// MARKED_POINTS its points are marked on the line too (a few steps' line hides where the steps are);
+// a panel with such a series is drawn again, not extended, so its marks go once it has more.
 const MIN_LINE_POINTS = 2;
+const MARKED_POINTS = 12;
+const traceMode = (n) => (n < MIN_LINE_POINTS ? "markers" : n < MARKED_POINTS ? "lines+markers" : "lines");
+// Steps spanning fewer than this get a tick at every step: plotly's own ticks for a short span are
+// fractions (0.5, 1.5), which a step never is.
+const FEW_STEPS = 8;
 
 // Panels come from the server (studio/runs/panels.py), in the order the page shows them: a
 // metric key lands in the first panel whose pattern matches it; keys nobody claims get a
@@ -323,12 +330,12 @@ export class CurveBoard {
     const source = this.sources.find((s) => s.runId === runId);
     const name = this.sources.length > 1 ? `${source.label} · ${key}` : key;
     const stacked = panel.def.stacked && this.sources.length === 1;
-    const sparse = d.x.length < MIN_LINE_POINTS;
+    const sparse = d.x.length < MARKED_POINTS;
     const line = {
       x,
       y: smooth,
       name,
-      mode: sparse ? "markers" : "lines",
+      mode: traceMode(d.x.length),
       marker: { color, size: 7 },
       line: { color, width: 1.8, dash: ["solid", "dot", "dash", "dashdot"][dashIndex % 4] },
       text: d.y.map((v, i) => hoverText(v, d.lo[i], d.hi[i], smooth[i])),
@@ -368,8 +375,45 @@ export class CurveBoard {
     if (this.range) {
       layout.xaxis.range = this.range.map((v) => toAxis(v, this.xMode));
       layout.xaxis.autorange = false;
+    } else {
+      Object.assign(layout.xaxis, this.stepAxis(panel) || {});
     }
     return layout;
+  }
+
+  // A step axis for few steps (step mode, not zoomed): one step is drawn at the middle of step ± 0.5
+  // with its one tick (plotly's own pad gave a lone step-0 point a -1..1 axis ticked in halves), a
+  // short span ticks every step; null leaves plotly's ticks. Counts the runs this one continues too.
+  stepAxis(panel) {
+    if (this.xMode !== "step") return null;
+    let lo = Infinity;
+    let hi = -Infinity;
+    const ids = [...new Set([...(panel.slots || []).map((s) => s.runId), ...this.lineage.map((a) => a.id)])];
+    for (const id of ids) {
+      for (const key of panel.keys || []) {
+        for (const x of this.data.get(`${id}|${key}`)?.x || []) {
+          if (x < lo) lo = x;
+          if (x > hi) hi = x;
+        }
+      }
+    }
+    if (lo === Infinity) return null;
+    if (hi - lo >= FEW_STEPS) return { autorange: true, tickmode: "auto" };
+    const ticks = { tickmode: "linear", tick0: 0, dtick: 1 };
+    return lo === hi ? { ...ticks, autorange: false, range: [lo - 0.5, lo + 0.5] } : { ...ticks, autorange: true };
+  }
+
+  // The step axis again after new points, when its kind changed (one step, a few, many).
+  restepAxis(panel) {
+    if (this.range) return;
+    const axis = this.stepAxis(panel);
+    const kind = axis && (axis.range ? `one ${axis.range[0]}` : axis.tickmode);
+    if (kind === (panel.stepAxisKind || null)) return;
+    panel.stepAxisKind = kind;
+    if (!axis) return;
+    const update = {};
+    for (const [name, value] of Object.entries(axis)) update[`xaxis.${name}`] = value;
+    Plotly.relayout(panel.chart, update);
   }
 
   drawPanel(def, keys) {
@@ -394,6 +438,8 @@ export class CurveBoard {
     const layout = this.layout(panel);
     if (!overlay) Object.assign(layout, this.resumeMarks(keys));
     panel.flat = layout.yaxis.range || null;
+    const axis = this.range ? null : this.stepAxis(panel);
+    panel.stepAxisKind = axis && (axis.range ? `one ${axis.range[0]}` : axis.tickmode);
     panel.chart.querySelector(".chart-waiting")?.remove();
     panel.plotted = true;
     Plotly.react(panel.chart, traces, layout, {
@@ -422,7 +468,7 @@ export class CurveBoard {
         name,
         legendgroup: key,
         showlegend: false,
-        mode: d.x.length < MIN_LINE_POINTS ? "markers" : "lines",
+        mode: traceMode(d.x.length),
         marker: { color: withAlpha(color, 0.45), size: 6 },
         line: { color: withAlpha(color, 0.45), width: 1.6 },
         text: d.y.map((v, i) => hoverText(v, d.lo[i], d.hi[i], smooth[i])),
@@ -588,6 +634,7 @@ export class CurveBoard {
     const flat = this.flatRange(panel);
     if (flat || panel.flat) Plotly.relayout(panel.chart, flat ? { "yaxis.range": flat } : { "yaxis.autorange": true });
     panel.flat = flat;
+    this.restepAxis(panel);
   }
 
   // Plotly pads a constant series to value ± 1, which draws a constant learning rate of 2e-3
