@@ -7,7 +7,7 @@ import torch
 from pydantic import ValidationError
 from safetensors.torch import load_file
 
-from tests.trainers.helpers import tiny_spec
+from tests.trainers.helpers import stepped, tiny_spec
 from trainers.data.readers import DataError
 from trainers.demos.demo import HELD_OUT_PROMPTS, make_demo_dataset
 from trainers.report import MemoryReporter
@@ -115,8 +115,9 @@ def test_held_out_rows_are_validated_on_and_never_trained_on(tiny_model_path, tm
         "optim": {"total_steps": 6, "prompts_per_step": 2},  # 12 draws from 6 rows: every row, twice
         "validation": {"holdout_fraction": 0.25, "holdout_seed": 3, "every_n_steps": 3, "samples_per_prompt": 2},
     }
-    reporter = MemoryReporter()
-    train(tiny_spec(tiny_model_path, tmp_path, **overrides), reporter)
+    spec, reporter = tiny_spec(tiny_model_path, tmp_path, **overrides), MemoryReporter()
+    stepped(spec, reporter)  # the run's six steps' collection: what it trains on
+    validate_alone(spec, step=6, reporter=reporter)  # and its validation (each one samples the same prompts)
     held = {str(i + 1) for i in held_out_rows(8, 0.25, seed=3)}  # prompt ids are 1-based row numbers
     trained_on = {r.prompt_id.split("@")[0] for r in rollouts_of(reporter, "train")}
     assert trained_on == {str(i) for i in range(1, 9)} - held
