@@ -22,3 +22,4 @@ SCORING_STATE = "SCORING"  # score_rubric's state while criteria run, with {"run
 CHECK_DATASET_TASK = "workers.check_dataset"
 TRY_ENVIRONMENT_TASK = "workers.try_environment"
 TRYING_STATE = "TRYING"  # try_environment's state while it works, with {"stage": "loading the model" | ...}
+SERVE_MODEL_TASK = "workers.serve_model"
