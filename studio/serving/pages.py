@@ -1,0 +1,151 @@
+"""The team's API tokens page, and a run's playground: a chat with its checkpoints (or its base model)
+streamed through the studio, two models side by side, the conversation saved as a note on the run.
+
+The playground is opened by members of the run's team (any role: it changes nothing), as the run's
+page is; share links do not open it. Generations go through the same model processes as /v1/
+(studio.serving.proxy); saving a note needs an owner's or editor's role, as notes do elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+
+from studio.accounts import permissions as perms
+from studio.accounts.models import Team
+from studio.runs.models import Run
+from studio.serving import bodies, proxy, refs, relay, tokens
+from studio.serving.api import sse
+from studio.serving.models import SCOPES, ApiToken
+from studio.sharing.models import TEXT_MAX, Note, notes_changed
+
+PLAYGROUND_TAG = "playground"
+
+
+@login_required
+def api_tokens(request: HttpRequest, team_id: int) -> HttpResponse:
+    team = perms.get_for(request.user, Team.objects.all(), team_id)
+    role = perms.check(request.user, team)
+    new_key, error = "", ""
+    if request.method == "POST":
+        perms.check(request.user, team, perms.EDIT)
+        if "revoke" in request.POST:
+            token = ApiToken.objects.filter(team=team, pk=_int(request.POST.get("revoke"))).first()
+            if token is None:
+                raise Http404("not found")
+            tokens.revoke(token)
+            return redirect("team-api-tokens", team_id=team.pk)
+        name = request.POST.get("name", "").strip()[:100]
+        scopes = request.POST.getlist("scopes")
+        error = "name: give the token a name" if not name else ""
+        if not error and (problem := tokens.scope_errors(scopes)):
+            error = f"scopes: {problem}"
+        if not error:
+            _, new_key = tokens.create(team, name, scopes, request.user)
+    context = {"team": team, "role": role, "can_edit": perms.role_allows(role, perms.EDIT), "scopes": SCOPES,
+               "tokens": ApiToken.objects.filter(team=team), "new_key": new_key, "error": error}  # fmt: skip
+    return render(request, "serving/api_tokens.html", context, status=400 if error else 200)
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _member_run(user, run_id: int, need: str = perms.VIEW) -> Run:
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None:
+        raise Http404("not found")
+    perms.check(user, run, need)
+    return run
+
+
+@login_required
+def playground(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = _member_run(request.user, run_id)
+    team_ids = set(perms.visible_teams(request.user).values_list("pk", flat=True))
+    own = [r for r in refs.listed({run.team_id}) if r.run_id == run.pk]
+    others = [r for r in refs.listed(team_ids) if r.run_id != run.pk][:100]
+    context = {"run": run, "own": own, "others": others, "max_tokens": settings.SERVING_MAX_TOKENS,
+               "can_note": perms.has_role(request.user, run.team_id, perms.EDIT)}  # fmt: skip
+    return render(request, "serving/playground.html", context)
+
+
+def _prepare(request: HttpRequest, run_id: int) -> tuple[refs.ModelRef, dict[str, Any]] | JsonResponse:
+    if not request.user.is_authenticated:
+        return JsonResponse({"error": {"message": "sign in first", "param": None}}, status=403)
+    _member_run(request.user, run_id)
+    try:
+        body = json.loads(request.body or b"null")
+        name = bodies.model_name(body)
+        checked = bodies.chat({**body, "stream": True})
+    except ValueError as exc:  # BadField is one
+        param = getattr(exc, "param", "body")
+        return JsonResponse({"error": {"message": getattr(exc, "message", str(exc)), "param": param}}, status=400)
+    team_ids = set(perms.visible_teams(request.user).values_list("pk", flat=True))
+    ref = refs.resolve(name, team_ids)
+    if ref is None:
+        return JsonResponse({"error": {"message": f"model: no model {name[:200]!r} of your teams", "param": "model"}},
+                            status=404)  # fmt: skip
+    return ref, checked
+
+
+async def _events(events: AsyncIterator[dict[str, Any] | str]) -> AsyncIterator[bytes]:
+    try:
+        async for event in events:
+            yield sse(event)
+    except relay.BadAnswer as exc:
+        yield sse({"error": {"message": f"the model server answered badly: {exc}"}})
+
+
+async def playground_generate(request: HttpRequest, run_id: int) -> HttpResponse:
+    """POST {model, messages, sampling...}: the reply's chunks as server-sent events, as they come."""
+    if request.method != "POST":
+        return JsonResponse({"error": {"message": "use POST", "param": None}}, status=405)
+    await request.auser()  # the session's user, read here, not in the sync part
+    prepared = await sync_to_async(_prepare)(request, run_id)
+    if isinstance(prepared, JsonResponse):
+        return prepared
+    ref, checked = prepared
+    try:
+        events = await proxy.stream(ref, "chat", checked)
+    except proxy.ServingError as exc:
+        return JsonResponse({"error": {"message": exc.message, "param": exc.param}}, status=exc.status)
+    response = StreamingHttpResponse(_events(events), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    return response
+
+
+def conversation_text(model: str, messages: list[dict[str, Any]]) -> str:
+    """The note's text: the model, then each message as "role: content", cut to a note's length."""
+    lines = [f"Playground conversation with {model}:"]
+    lines += [f"{m['role']}: {m['content']}" for m in messages]
+    text = "\n\n".join(lines)
+    return text if len(text) <= TEXT_MAX else text[: TEXT_MAX - 1] + "…"
+
+
+@login_required
+def playground_save(request: HttpRequest, run_id: int) -> HttpResponse:
+    if request.method != "POST":
+        return JsonResponse({"error": {"message": "use POST", "param": None}}, status=405)
+    run = _member_run(request.user, run_id, perms.EDIT)
+    try:
+        body = json.loads(request.body or b"null")
+        name = bodies.model_name(body)
+        messages = bodies.chat({"messages": body.get("messages")})["messages"]
+    except ValueError as exc:
+        param = getattr(exc, "param", "body")
+        return JsonResponse({"error": {"message": getattr(exc, "message", str(exc)), "param": param}}, status=400)
+    note = Note.objects.create(run=run, author=request.user, tag=PLAYGROUND_TAG,
+                               text=conversation_text(name[:200], messages))  # fmt: skip
+    notes_changed(run.pk, note.pk)
+    return JsonResponse({"note": note.pk}, status=201)

@@ -1,0 +1,102 @@
+"""The playground in a real browser, against a real studio, Celery worker and model server process
+(the transformers server, tiny model): a message streams back piece by piece, two models answer side
+by side, the conversation is saved as a note, and a member of another team cannot open it."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.live_studio import requires_chromium
+from tests.studio.serving.served import PASSWORD, build_tiny_models, start_serving_studio
+
+pytestmark = [pytest.mark.slow, requires_chromium]
+
+# Counts the changes of each reply's text while it streams, on the page itself.
+COUNT_UPDATES = """() => {
+  window.pgUpdates = new Map();
+  new MutationObserver((records) => {
+    for (const r of records) {
+      const turn = r.target.nodeType === 1 ? r.target.closest("[data-role=assistant]") : r.target.parentElement?.closest("[data-role=assistant]");
+      if (turn) window.pgUpdates.set(turn, (window.pgUpdates.get(turn) || 0) + 1);
+    }
+  }).observe(document.querySelector("[data-columns]"), {subtree: true, childList: true, characterData: true});
+}"""
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory):
+    models = build_tiny_models(tmp_path_factory.mktemp("models"))
+    live, records = start_serving_studio(tmp_path_factory.mktemp("studio"), models)
+    live.records = records
+    yield live
+    live.stop()
+
+
+def playground_url(studio, team: str = "Ana's lab") -> str:
+    return f"{studio.base_url}/runs/{studio.records['runs'][team]}/playground/"
+
+
+def send(page, text: str) -> None:
+    page.locator("textarea[name=message]").fill(text)
+    page.locator("[data-send]").click()
+
+
+def test_a_message_streams_back(browser, studio):
+    page, errors = studio.signed_in_page(browser, "ana", PASSWORD)
+    page.goto(playground_url(studio))
+    page.locator("input[name=max_tokens]").fill("24")
+    page.locator("input[name=temperature]").fill("1")
+    page.evaluate(COUNT_UPDATES)
+    send(page, "Tell me a story")
+    reply = page.locator("[data-column] [data-role=assistant]").first
+    expect(reply).to_have_attribute("data-done", "1", timeout=180_000)
+    assert reply.text_content().strip()
+    assert reply.get_attribute("data-error") is None, reply.text_content()
+    updates = page.evaluate("() => [...window.pgUpdates.values()]")
+    assert updates and updates[0] >= 3, f"the reply arrived in {updates} updates, not as it was generated"
+    assert errors == []
+
+
+def test_two_models_answer_side_by_side_and_the_talk_is_saved_as_a_note(browser, studio):
+    page, errors = studio.signed_in_page(browser, "ana", PASSWORD)
+    page.goto(playground_url(studio))
+    run = studio.records["runs"]["Ana's lab"]
+    page.locator("select[name=model]").select_option(f"run-{run}/base")
+    page.locator("select[name=model2]").select_option(f"run-{run}/step-4")
+    page.locator("input[name=max_tokens]").fill("8")
+    send(page, "Hello both")
+    columns = page.locator("[data-column]")
+    expect(columns).to_have_count(2)
+    for i in range(2):
+        expect(columns.nth(i).locator("[data-role=assistant]")).to_have_attribute("data-done", "1", timeout=180_000)
+        expect(columns.nth(i).locator("[data-role=user]")).to_have_text("Hello both")
+    assert [columns.nth(i).get_attribute("data-column") for i in range(2)] == [f"run-{run}/base", f"run-{run}/step-4"]
+    page.locator("[data-save]").click()
+    expect(page.locator("[data-status]")).to_have_text("saved as a note on the run")
+    notes = page.evaluate(f"fetch('/api/runs/{run}/notes/').then(r => r.json())")
+    texts = [n["text"] for n in (notes["results"] if isinstance(notes, dict) else notes)]
+    assert any(t.startswith(f"Playground conversation with run-{run}/base") and "user: Hello both" in t for t in texts)
+    assert errors == []
+
+
+def test_a_member_of_another_team_cannot_open_it(browser, studio):
+    page, _ = studio.signed_in_page(browser, "ben", PASSWORD)
+    response = page.goto(playground_url(studio))
+    assert response.status == 404
+    status = page.evaluate(
+        """(url) => fetch(url + "generate", {method: "POST", headers: {"Content-Type": "application/json",
+             "X-CSRFToken": document.cookie.match(/csrftoken=([^;]+)/)?.[1] || ""},
+             body: JSON.stringify({model: "run-1/base", messages: [{role: "user", content: "hi"}]})}).then(r => r.status)""",
+        playground_url(studio),
+    )
+    assert status == 404
+    assert httpx.get(playground_url(studio), follow_redirects=False).status_code == 302  # signed out: to sign in
+
+
+def test_a_viewer_of_the_team_talks_but_does_not_save_notes(browser, studio):
+    page, _ = studio.signed_in_page(browser, "vic", PASSWORD)
+    response = page.goto(playground_url(studio))
+    assert response.status == 200
+    expect(page.locator("[data-save]")).to_have_count(0)
