@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "studio.ingest",
     "studio.tracking",
     "studio.evaluations",
+    "studio.serving",
 ]
 
 MIDDLEWARE = [
@@ -180,6 +181,8 @@ CELERY_TASK_ROUTES = {
     "workers.score_rubric": {"queue": "default"},
     "workers.check_dataset": {"queue": "default"},
     "workers.try_environment": {"queue": "default"},
+    # A model server holds its pool process while it serves, on the queue whose places runs wait for.
+    "workers.serve_model": {"queue": "gpu"},
 }
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -196,6 +199,15 @@ RUN_STOP_GRACE_S = envfloat("STUDIO_RUN_STOP_GRACE_S", 120.0)
 # (the worker's machine has joined it) or a Ray Client "ray://head:10001"; RAY_ADDRESS, Ray's own
 # variable, works too. Unset: such runs are refused at launch (studio.runs.placement; docs/gpu-workers.md).
 RAY_ADDRESS = envstr("STUDIO_RAY_ADDRESS") or envstr("RAY_ADDRESS")
+# --- model serving (studio.serving, workers.serving) ------------------------------------
+SERVING_ENGINE = envstr("STUDIO_SERVING_ENGINE", "auto")  # auto (vLLM where installed), vllm, transformers
+SERVING_HOST = envstr("STUDIO_SERVING_HOST", "127.0.0.1")  # where a worker's model server listens
+SERVING_IDLE_S = envfloat("STUDIO_SERVING_IDLE_S", 600.0)  # a model server unused this long is stopped
+SERVING_START_TIMEOUT_S = envfloat("STUDIO_SERVING_START_TIMEOUT_S", 300.0)  # a request waits this long for one
+SERVING_LOAD_TIMEOUT_S = envfloat("STUDIO_SERVING_LOAD_TIMEOUT_S", 600.0)  # the worker waits this long for it
+SERVING_REQUEST_TIMEOUT_S = envfloat("STUDIO_SERVING_REQUEST_TIMEOUT_S", 300.0)
+SERVING_MAX_TOKENS = envint("STUDIO_SERVING_MAX_TOKENS", 4096)
+SERVING_MAX_RESPONSE_BYTES = 8 * 1024 * 1024  # what the studio relays from a model server, at most
 RUBRIC_TRY_TIMEOUT_S = envfloat("STUDIO_RUBRIC_TRY_TIMEOUT_S", 60.0)
 # Loading a model and running a few episodes takes longer than scoring pairs.
 ENVIRONMENT_TRY_TIMEOUT_S = envfloat("STUDIO_ENVIRONMENT_TRY_TIMEOUT_S", 180.0)
