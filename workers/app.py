@@ -24,5 +24,6 @@ os.environ.setdefault("ROLLOUT_SANDBOX_HIDE", str(settings.DATA_DIR))
 # recovery: the runs' checkpoint on shutdown and their restart when their process dies
 from workers import gpu, recovery, tasks  # noqa: E402, F401
 from workers import suites as suite_tasks  # noqa: E402, F401 - workers.run_suite
+from workers.serving import task as serving_task  # noqa: E402, F401 - workers.serve_model
 
 __all__ = ["app"]
