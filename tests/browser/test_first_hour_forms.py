@@ -116,3 +116,25 @@ def test_a_criterion_that_raises_shows_its_error_once_in_try_it(page, studio):
     shown = page.locator("table.table td div", has_text="boom-at-scoring")
     assert shown.count() == 1  # not again as the criterion's explanation
     assert "error" in shown.get_attribute("class")
+
+
+USED_MODEL = """
+from studio.accounts.models import Team
+from studio.experiments.models import Experiment
+from studio.rubrics.models import Rubric
+team = Team.objects.get(name="Tess's lab")
+rubric = Rubric.objects.create(team=team, name="exact", spec={"criteria": [{"name": "c", "kind": "exact_match"}]})
+Experiment.objects.create(team=team, name="earlier", rubric=rubric, model_path="/models/used-before", config={})
+"""
+
+
+def test_the_model_field_shows_the_models_known_here_before_it_is_focused(page, studio):
+    # Issue 39: a new experiment's model field looked empty; its choices (a datalist) showed only on focus.
+    studio.shell(USED_MODEL)
+    page.goto(f"{studio.base_url}/experiments/new/")
+    model = page.locator("[name=model_path]")
+    assert model.input_value() == "" and model.get_attribute("placeholder").startswith("pick one below")
+    offered = page.locator("[data-known-models] [data-use-model='/models/used-before']")
+    assert offered.is_visible() and not model.evaluate("el => el === document.activeElement")
+    offered.click()
+    assert model.input_value() == "/models/used-before"

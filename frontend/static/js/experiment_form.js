@@ -257,6 +257,16 @@ export function initExperimentForm(form, rules) {
   };
   form.addEventListener("input", edited);
   form.addEventListener("change", edited);
+  // The models known here, shown as buttons under the model field (its datalist shows only once
+  // the field is focused, and an empty field looked like nothing was on offer): a click fills it.
+  form.addEventListener("click", (event) => {
+    const use = event.target.closest("[data-use-model]");
+    const input = form.elements.model_path;
+    if (!use || !input) return;
+    input.value = use.dataset.useModel;
+    input.dispatchEvent(new Event("input", { bubbles: true }));
+    input.dispatchEvent(new Event("change", { bubbles: true }));
+  });
   showCost();
   showFirstError(form);
 }
