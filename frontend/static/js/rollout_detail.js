@@ -29,10 +29,20 @@ function toolCallHtml(call) {
 
 // One assistant turn of an episode, then the observation that followed it (tool results, a
 // simulated user's reply): those tokens were never trained on, and the page says so.
+// A tool result is shown once, in its call's box: the observation's tool message that carries the same text is
+// not drawn again (issue 39: every tool result appeared twice).
+function shownInCalls(turn) {
+  const texts = (turn.tool_calls || []).map((c) => String(c.error ?? c.result ?? "").trim()).filter(Boolean);
+  return (m) => m.role === "tool" && texts.some((text) => String(m.content ?? "").includes(text));
+}
+
 function turnHtml(turn, k) {
-  const observation = (turn.observation || []).map(
-    (m) => `<div class="obs-message"><span class="role">${esc(m.role)}</span><pre>${esc(m.content)}</pre></div>`,
-  );
+  const repeated = shownInCalls(turn);
+  const messages = turn.observation || [];
+  const observation = messages
+    .filter((m) => !repeated(m))
+    .map((m) => `<div class="obs-message"><span class="role">${esc(m.role)}</span><pre>${esc(m.content)}</pre></div>`);
+  const above = messages.length > observation.length ? ` · the tool result${messages.length - observation.length > 1 ? "s" : ""} above` : "";
   return `<article class="turn role-assistant" data-turn="${k}">
     <header class="turn-head"><span class="role">assistant · turn ${k + 1}</span>
       <span class="stat" title="${esc(turn.reason || "")}">reward <b class="turn-reward reward ${rewardClass(turn.reward)}">${fmt(turn.reward, 3)}</b>${turn.reason ? ` <span class="turn-reason muted">(${esc(turn.reason)})</span>` : ""}</span>
@@ -40,8 +50,8 @@ function turnHtml(turn, k) {
       <span class="muted">${turn.num_tokens} tok · ${esc(turn.finish_reason)}${turn.answered ? " · answered" : ""}</span></header>
     <pre class="turn-text">${esc(turn.text)}</pre>
     ${(turn.tool_calls || []).map(toolCallHtml).join("")}
-    ${observation.length ? `<div class="observation" title="Observation tokens: fed to the model, never trained on">
-      <span class="obs-label">observation · ${plural(turn.observation_tokens, "token")} · not trained on</span>${observation.join("")}</div>` : ""}
+    ${messages.length ? `<div class="observation" title="Observation tokens: fed to the model, never trained on">
+      <span class="obs-label">observation · ${plural(turn.observation_tokens, "token")} · not trained on${above}</span>${observation.join("")}</div>` : ""}
   </article>`;
 }
 
