@@ -6,8 +6,25 @@ import argparse
 import os
 import sys
 
-from launcher.studio import up, worker
-from launcher.testing import test
+
+# The commands import Django and the studio; imported only when one runs, so `up --help` answers with
+# any Python 3, before setup has made the virtualenv (./studioctl falls back to python3 for --help).
+def up(args: argparse.Namespace) -> int:
+    from launcher.studio import up as run
+
+    return run(args)
+
+
+def worker(args: argparse.Namespace) -> int:
+    from launcher.studio import worker as run
+
+    return run(args)
+
+
+def test(args: argparse.Namespace) -> int:
+    from launcher.testing import test as run
+
+    return run(args)
 
 
 def main(argv: list[str] | None = None) -> int:
