@@ -154,13 +154,17 @@ def test_setup_says_why_the_real_model_cannot_be_converted_and_carries_on(tmp_pa
 
 
 def test_help_needs_no_setup_and_lists_the_options_once_installed(tmp_path):
-    """`./studioctl up --help` on a fresh clone says what installs first instead of installing (minutes)."""
+    """`./studioctl up --help` on a fresh clone lists its options (port, host...) with the system's Python 3,
+    instead of installing (minutes); `test --help`, pytest's, says what installs first."""
     env = {**os.environ, "STUDIO_VENV": str(tmp_path / "venv")}
     fresh = subprocess.run(["./studioctl", "up", "--help"], cwd=ROOT, env=env, capture_output=True, text=True,
                            timeout=60)  # fmt: skip
     assert fresh.returncode == 0, fresh.stderr
-    assert fresh.stdout.startswith("./studioctl up --help lists its options once ./studioctl setup"), fresh.stdout
-    assert "./studioctl worker --queues gpu" in fresh.stdout and not (tmp_path / "venv").exists()
+    assert fresh.stdout.startswith("usage: studioctl up") and "--port PORT" in fresh.stdout, fresh.stdout
+    tested = subprocess.run(["./studioctl", "test", "--help"], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=60)  # fmt: skip
+    assert tested.stdout.startswith("./studioctl test --help lists its options once ./studioctl setup"), tested.stdout
+    assert "./studioctl worker --queues gpu" in tested.stdout and not (tmp_path / "venv").exists()
     installed = subprocess.run(["./studioctl", "worker", "-h"], cwd=ROOT, capture_output=True, text=True, timeout=60,
                                env={**os.environ, "STUDIO_VENV": str(Path(sys.executable).parents[1])})  # fmt: skip
     assert installed.returncode == 0, installed.stderr
