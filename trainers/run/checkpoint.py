@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,6 +49,7 @@ import torch
 from trainers.report import PlainFailure
 from trainers.run.checkpoint_folders import folder_name, step_of
 from trainers.run.seeding import seed_everything
+from trainers.scale.distributed import DistInfo, any_process
 from trainers.scale.sharded_state import (
     SHARDS_DIR,
     distributed,
@@ -89,6 +91,30 @@ class TrainerState(Protocol):
 
 STATE_FILE = "trainer_state.pt"
 RANKS_DIR = "ranks"
+
+
+class CheckpointSchedule:
+    """When a run's checkpoint is due: every `every_n_steps` steps, or once `every_n_minutes` have passed since
+    the last save (or since the schedule was made, with the run); every process gets the same answer (their
+    clocks differ by a little)."""
+
+    def __init__(self, spec: CheckpointSpec, dist: DistInfo, device: torch.device) -> None:
+        self.spec = spec
+        self.dist = dist
+        self.device = device
+        self.saved_at = time.monotonic()
+
+    def due(self, step: int) -> bool:
+        every, minutes = self.spec.every_n_steps, self.spec.every_n_minutes
+        if every and step % every == 0:
+            return True
+        if not minutes:
+            return False
+        return any_process(time.monotonic() - self.saved_at >= minutes * 60, self.dist, self.device)
+
+    def saved(self) -> None:
+        """A checkpoint was just written: the minutes count from now."""
+        self.saved_at = time.monotonic()
 
 
 class CheckpointError(ValueError):

@@ -28,9 +28,6 @@ import torch
 
 from trainers.curriculum.hints import Hinter
 from trainers.curriculum.state import Curriculum
-from trainers.data.procedural.source import ProceduralSource
-from trainers.data.prompts import cut_prompts_warning, load_prompts
-from trainers.data.source import PromptSource
 from trainers.models.loading import (
     Reference,
     default_device,
@@ -43,11 +40,11 @@ from trainers.rewards.rubric import Rubric
 from trainers.rollout.engines.base import RolloutEngine
 from trainers.rollout.engines.catalog import create_engine
 from trainers.run import checkpoint, sft, validation
-from trainers.run.checkpoint import save_checkpoint
-from trainers.run.collection import GroupCollector
+from trainers.run.checkpoint import CheckpointSchedule, save_checkpoint
+from trainers.run.collection import GroupCollector, training_prompts
 from trainers.run.failure_watch import FailureWatch
 from trainers.run.learning_watch import LearningWatch
-from trainers.run.records import episode_rollout, step_group_ids
+from trainers.run.records import step_rollouts
 from trainers.run.sampler import SamplerSync, sampling_copy, sampling_params
 from trainers.run.seeding import seed_everything
 from trainers.run.step_metrics import reward_metrics, step_metrics
@@ -146,7 +143,7 @@ class Trainer:
             self.model, sampling_copy(spec, self.model, self.reference, self.mesh),
             asynchronous=spec.rollout.asynchronous.runs_ahead,
         )  # fmt: skip
-        self.source, held_out = self._prompts()
+        self.source, held_out = training_prompts(spec, self.tokenizer, lambda cut: reporter.warning(None, cut))
         self.validator = validation.Validator(spec, held_out) if spec.validation is not None else None
         self.curriculum = Curriculum(spec, self.source)
         self.rubric = Rubric.from_spec(spec.rubric)
@@ -161,7 +158,7 @@ class Trainer:
                                    lockstep=self.lockstep)  # fmt: skip
         self.last_checkpoint: str | None = None
         self.mid_step: Callable[[], None] | None = None  # while fit runs alone: raises StepStopped on a stop
-        self.saved_at = time.monotonic()  # the clock of `every_n_minutes` starts with the run
+        self.checkpoints = CheckpointSchedule(spec.checkpoint, self.dist, self.device)  # its clock starts now
         self.failures = FailureWatch(spec.reward.failure_warn_share, spec.reward.stop_after_failing_steps)
         self.tool_silence = ToolSilence(spec)
         self.learning_watch = LearningWatch(spec)
@@ -178,20 +175,6 @@ class Trainer:
             # engine (or its whole copy) still holds the weights the model started from.
             self._sync_sampler()
             reporter.log(f"resumed from {resume_dir} at step {self.step_count}")
-
-    def _prompts(self) -> tuple[PromptSource | ProceduralSource, list]:
-        """The training prompts' source and the held-out prompts validation draws from."""
-        spec, tokenizer = self.spec, self.tokenizer
-        if spec.data.procedural is not None:  # generated prompts at a level the run adapts (RLVE)
-            # Validation draws from the task's held-out problems (load_rows of a generated task),
-            # which never share a prompt with the training pool.
-            source = ProceduralSource(spec.data, tokenizer, seed=spec.optim.seed)
-            return source, validation.split_prompts(spec, tokenizer, load_prompts(spec.data, tokenizer))[1]
-        prompts = load_prompts(spec.data, tokenizer)
-        if (cut := cut_prompts_warning(prompts, tokenizer, spec.data)) is not None:
-            self.reporter.warning(None, cut)
-        prompts, held_out = validation.split_prompts(spec, tokenizer, prompts)  # held-out rows never train
-        return PromptSource(prompts, seed=spec.optim.seed, shuffle=spec.data.shuffle), held_out
 
     # ------------------------------------------------------------------ the run
 
@@ -253,7 +236,7 @@ class Trainer:
         reporter.rollouts(self.step_count, gathered_lists(self.rollouts(record), self.dist))
         if not failed:  # before the checkpoint: a run resumed from it has validated this step
             self._validate()
-        if self._checkpoint_due() and not failed:
+        if self.checkpoints.due(self.step_count) and not failed:
             self._save()
         return metrics, failed
 
@@ -358,23 +341,13 @@ class Trainer:
             with self.collector.exclusive():
                 self.validator.run(self.step_count, self.engine, self.rubric, self.tokenizer, self.reporter)
 
-    def _checkpoint_due(self) -> bool:
-        """Every `every_n_steps` steps, or once `every_n_minutes` have passed since the last save (or the
-        start); every process gets the same answer (their clocks differ by a little)."""
-        every, minutes = self.spec.checkpoint.every_n_steps, self.spec.checkpoint.every_n_minutes
-        if every and self.step_count % every == 0:
-            return True
-        if not minutes:
-            return False
-        return any_process(time.monotonic() - self.saved_at >= minutes * 60, self.dist, self.device)
-
     def _save(self, final: bool = False) -> None:
         """Every process writes its shards and its own state (trainers.run.checkpoint); rank 0 reports.
         A final checkpoint is also exported as a transformers folder."""
         with self.collector.exclusive():  # asynchronous: the queue and the groups in flight are not saved
             path = save_checkpoint(self, final=final)
         self.last_checkpoint = str(path)
-        self.saved_at = time.monotonic()
+        self.checkpoints.saved()
         if self.dist.is_main:
             self.reporter.checkpoint(self.step_count, str(path))
 
@@ -382,33 +355,10 @@ class Trainer:
         return self.last_checkpoint is not None and Path(self.last_checkpoint).name == f"step-{self.step_count}"
 
     def rollouts(self, record: StepRecord) -> list[Rollout]:
-        """This process's groups of the step as Rollouts. Their group ids are numbered over the step's groups
-        on every process (a row drawn on two processes is "id" on the first and "id@1" on the second), so the
-        gathered step has no two groups of one name. Every process must call it."""
-        groups = record.generated
-        ids = [grp.prompt.id for grp in groups]
-        per_process = gathered_lists([ids], self.dist)
-        before = sum(len(part) for part in per_process[: self.dist.rank])
-        group_ids = step_group_ids([i for part in per_process for i in part])[before : before + len(ids)]
-        multi_turn = self.spec.environment is not None
-        return [
-            episode_rollout(
-                ep,
-                res,
-                step=self.step_count,
-                prompt_id=group_id,
-                sample_index=j,
-                reward=grp.totals[j],
-                prompt=ep.messages if multi_turn else grp.prompt.row.prompt,
-                advantage=grp.advantages[j] if grp.advantages else 0.0,
-                trained=id(grp) in record.trained,
-                multi_turn=multi_turn,
-                hint=grp.prompt.hint,
-                trained_version=self.step_count - 1,  # rollouts are reported after the step's update
-            )  # fmt: skip
-            for grp, group_id in zip(groups, group_ids, strict=True)
-            for j, (ep, res) in enumerate(zip(grp.episodes, grp.results, strict=True))
-        ]
+        """This process's groups of the step as Rollouts, numbered over every process's (trainers.run.records).
+        Every process must call it."""
+        return step_rollouts(record.generated, record.trained, step=self.step_count,
+                             multi_turn=self.spec.environment is not None, dist=self.dist)  # fmt: skip
 
     def close(self) -> None:
         self.collector.close()
