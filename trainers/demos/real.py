@@ -51,6 +51,10 @@ def make_real_dataset(path: str | Path, count: int = 400, seed: int = 0) -> Path
 
 def real_rubric() -> dict[str, Any]:
     return {
+        # Brevity counts only when the number is right: scored alone, it gave a wrong bare answer
+        # ("Eight." for 20 + 19) the group's top advantage, teaching shortness over sums.
+        "combine": "formula",
+        "formula": "correct * (0.6 + 0.4 * brief)",
         "criteria": [
             {"name": "correct", "kind": "math_equiv", "weight": 0.6, "params": {"extract": "last_number"}},
             # A bare-number check alone gave no signal: in 30 steps not one sample in 64 per step was a
@@ -85,14 +89,14 @@ def real_demo_spec(
         "rollout": {"max_new_tokens": 32, "temperature": 1.0, "generation_batch_size": 64},
         "optim": {
             "lr": 1e-5,
-            "prompts_per_step": 8,
+            "prompts_per_step": 4,
             "micro_batch_size": 16,
             "total_steps": 20,
             "warmup_steps": 0,
             "max_grad_norm": 1.0,
             "seed": 0,
         },
-        "validation": {"holdout_fraction": 0.1, "every_n_steps": 5, "num_prompts": 32, "samples_per_prompt": 1},
+        "validation": {"holdout_fraction": 0.1, "every_n_steps": 2, "num_prompts": 16, "samples_per_prompt": 1},
         "checkpoint": {"output_dir": str(output_dir), "every_n_steps": 0, "keep_last": 1},
     }
     return with_overrides(spec, overrides)
