@@ -73,7 +73,7 @@ def environment_edit(request: HttpRequest, pk: int | None = None) -> HttpRespons
         "tool_kinds": forms.tool_kinds() if any(f.picker == forms.TOOLS_PARAM for f in params) else None,
         "other_errors": {k: v for k, v in errors.items() if k not in beside and not _try_error(k)},
         "try_errors": {k: v for k, v in errors.items() if _try_error(k)},
-        "tried": tried, "trial": trial,
+        "tried": tried, "trial": trial, "training_note": trying.training_note(),
         "teams": perms.editable_teams(request.user).distinct(),
         "datasets": perms.visible(Dataset.objects.all(), request.user).distinct(),
         "models": known_models(request.user), "checkpoints": _checkpoints(request.user),

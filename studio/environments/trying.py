@@ -14,7 +14,7 @@ from studio.environments.configs import ConfigError, validate_environment
 from studio.experiments import paths
 from studio.fleet.queues import task_queue, unanswered_reason
 from studio.lib.errors import FieldErrors
-from studio.runs.models import Checkpoint
+from studio.runs.models import RUNNING, Checkpoint, Run
 
 MAX_ROWS = 4
 MAX_EPISODES = 4  # per row
@@ -110,11 +110,29 @@ def try_environment(config: dict[str, Any], model: dict[str, str | None], rows: 
 
 def timeout_message(state: str, info: Any, timeout_s: float) -> str:
     """Why a try got no answer in time: the worker was still at a stage it names, or no worker
-    serves the queue, or all of them were busy."""
+    serves the queue, or all of them were busy; and the runs that trained meanwhile, if any."""
     waited = f"{timeout_s:.0f} s"
+    busy = f" {note}" if (note := training_note(timeout_s)) else ""
     if state == TRYING_STATE and isinstance(info, dict) and info.get("stage"):
         return (f"the worker was still {info['stage']} after {waited}; the studio stopped waiting and asked it to "
-                "stop. Try fewer rows or episodes, fewer turns, or a smaller token budget")  # fmt: skip
+                f"stop. Try fewer rows or episodes, fewer turns, or a smaller token budget.{busy}")  # fmt: skip
     if state not in ("PENDING", None):
-        return f"the worker had not finished after {waited}; the studio stopped waiting and asked it to stop"
-    return unanswered_reason(task_queue(TRY_ENVIRONMENT_TASK), waited)
+        return f"the worker had not finished after {waited}; the studio stopped waiting and asked it to stop.{busy}"
+    return unanswered_reason(task_queue(TRY_ENVIRONMENT_TASK), waited) + (f".{busy}" if busy else "")
+
+
+def training_note(timeout_s: float | None = None) -> str:
+    """What a try shares its machine with, said before it is sent (the try-it panel) and when it times out:
+    the runs training now. The try has a worker of its own (the 'default' queue's), but on one machine the
+    episodes share its processors with the training, which can make them several times slower (issue 39: a
+    try blocked for 180 s and gave up, saying nothing of the run). "" when no run trains."""
+    running = list(Run.objects.filter(state=RUNNING).order_by("pk").values_list("pk", "name", "last_step",
+                                                                                  "total_steps")[:3])  # fmt: skip
+    if not running:
+        return ""
+    runs = ", ".join(f"#{pk} {name!r} (step {step} of {total})" for pk, name, step, total in running)
+    limit = settings.ENVIRONMENT_TRY_TIMEOUT_S if timeout_s is None else timeout_s
+    return (f"Run{'s' if len(running) > 1 else ''} {runs} {'are' if len(running) > 1 else 'is'} training now: where "
+            "it shares the workers' machine, the episodes share its processors and can take several times longer "
+            f"(the page waits up to {limit:.0f} s). Fewer rows, episodes or tokens answer sooner; or try once it "
+            "ends, or stop it.")  # fmt: skip

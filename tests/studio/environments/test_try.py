@@ -87,6 +87,21 @@ class TryEnvironmentTest(StudioTestCase):
         running = trying.timeout_message(trying.TRYING_STATE, {"stage": "running episodes"}, 3)
         self.assertTrue(running.startswith("the worker was still running episodes after 3 s"), running)
 
+    def test_a_try_while_a_run_trains_says_so_at_once_and_when_it_times_out(self):
+        # Issue 39: a try while a run trained blocked the page for 180 s and gave up, naming neither.
+        self.assertEqual(trying.training_note(), "")
+        self.make_run("running", name="letters", last_step=3, total_steps=20)
+        note = trying.training_note(180)
+        self.assertTrue(note.startswith("Run #"), note)
+        self.assertIn("'letters' (step 3 of 20) is training now", note)
+        self.assertIn("the page waits up to 180 s", note)
+        timed_out = trying.timeout_message(trying.TRYING_STATE, {"stage": "running episodes"}, 180)
+        self.assertIn("'letters' (step 3 of 20) is training now", timed_out)
+        self.client.force_login(self.bob)
+        page = self.client.get(f"/environments/{self.environment.pk}/").content.decode()
+        self.assertIn("data-try-training", page)
+        self.assertIn("(step 3 of 20) is training now", page)
+
 
 class EnvironmentPageTest(StudioTestCase):
     def form(self, **fields):
