@@ -1,10 +1,19 @@
 import pytest
+import torch
 
-from tests.trainers.helpers import save_the_old_way, tiny_spec
-from trainers.report import MemoryReporter
+from tests.trainers.helpers import save_the_old_way, step_parts, stepped, tiny_spec
+from trainers.report import MemoryReporter, failure_reported
 from trainers.run import loop
-from trainers.run.checkpoint import STATE_FILE, CheckpointError, list_checkpoints, resolve_resume
+from trainers.run.checkpoint import (
+    STATE_FILE,
+    CheckpointError,
+    CheckpointSchedule,
+    list_checkpoints,
+    resolve_resume,
+    save_checkpoint,
+)
 from trainers.run.loop import train
+from trainers.scale.distributed import dist_info
 
 # Wall-clock measurements differ between any two runs; everything else must not.
 NONDETERMINISTIC = ("timing/", "perf/")
@@ -48,23 +57,31 @@ def test_only_the_newest_checkpoints_are_kept(tiny_model_path, tmp_path):
     spec = tiny_spec(
         tiny_model_path, tmp_path, optim={"total_steps": 3}, checkpoint={"every_n_steps": 1, "keep_last": 2}
     )
-    reporter = MemoryReporter()
-    train(spec, reporter)
-    assert [s for s, _ in reporter.checkpoints] == [1, 2, 3]
+    saved = []
+    with step_parts(spec) as parts:  # the checkpoints of a run's three steps (the last one its final)
+        for step in (1, 2, 3):
+            parts.step_count = step
+            saved.append(save_checkpoint(parts).name)
+    assert saved == ["step-1", "step-2", "step-3"]
     kept = list_checkpoints(spec.checkpoint.output_dir)
     assert [p.name for p in kept] == ["step-2", "step-3"]
     assert (kept[-1] / STATE_FILE).exists() and (kept[-1] / "model.safetensors").exists()
     assert (kept[-1] / "tokenizer.json").exists()
 
 
-@pytest.mark.parametrize(("minutes", "saved"), [(1e-9, [1, 2, 3]), (60.0, [3])])
-def test_checkpoints_are_also_taken_every_n_minutes(tiny_model_path, tmp_path, minutes, saved):
-    # 1e-9 minutes: due after every step; an hour: never within this run, only the final checkpoint.
+@pytest.mark.parametrize(("minutes", "due"), [(1e-9, [1, 2, 3]), (60.0, [])])
+def test_checkpoints_are_also_taken_every_n_minutes(tiny_model_path, tmp_path, minutes, due):
+    # 1e-9 minutes: due after every step; an hour: never within this run (its final checkpoint is fit's, as
+    # test_loop's first test checks).
     spec = tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 3},
                      checkpoint={"every_n_steps": 0, "every_n_minutes": minutes, "keep_last": 5})  # fmt: skip
-    reporter = MemoryReporter()
-    train(spec, reporter)
-    assert [s for s, _ in reporter.checkpoints] == saved
+    schedule = CheckpointSchedule(spec.checkpoint, dist_info(), torch.device("cpu"))
+    found = []
+    for step in (1, 2, 3):
+        if schedule.due(step):
+            found.append(step)
+            schedule.saved()
+    assert found == due
 
 
 def test_resuming_without_a_checkpoint_says_where_it_looked(tiny_model_path, tmp_path):
@@ -80,14 +97,13 @@ def test_resuming_without_a_checkpoint_says_where_it_looked(tiny_model_path, tmp
 def test_a_lora_run_checkpoints_its_adapters_and_resumes(tiny_model_path, tmp_path):
     lora = {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}
     spec = tiny_spec(tiny_model_path, tmp_path, model={"lora": lora}, algorithm={"group_size": 4, "kl_beta": 0.1})
-    reporter = MemoryReporter()
-    train(spec, reporter)
+    stepped(spec, MemoryReporter(), update=True, save=True)  # three steps that train the adapters, the final save
     final = list_checkpoints(spec.checkpoint.output_dir)[-1]
     assert (final / "adapter_config.json").exists() and not (final / "model.safetensors").exists()
     spec.optim.total_steps = 4
     spec.checkpoint.resume_from = "latest"
     resumed = MemoryReporter()
-    assert train(spec, resumed).steps == 4
+    stepped(spec, resumed, update=True)
     assert [s for s, _ in resumed.metric_points] == [4]
     # The resumed adapters were loaded: fresh ones (lora_B = 0) would leave the policy equal to the
     # reference and the KL exactly 0 (k3 is never negative, so only > 0 says something).
@@ -146,8 +162,14 @@ def test_a_checkpoint_that_cannot_be_written_leaves_the_last_one_whole_and_says_
     monkeypatch.setattr(checkpoint, "save_shards", fills_the_disk)
     spec = tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 3}, checkpoint={"every_n_steps": 1})
     reporter = MemoryReporter()
-    with pytest.raises(checkpoint.CheckpointWriteError) as failed:
-        train(spec, reporter)
+    with (
+        pytest.raises(checkpoint.CheckpointWriteError) as failed,
+        failure_reported(reporter),
+        step_parts(spec) as parts,
+    ):
+        for step in (1, 2):  # the checkpoints of steps 1 and 2, as a run saves and reports them
+            parts.step_count = step
+            parts.last_checkpoint = str(save_checkpoint(parts))
     root = tmp_path / "out" / "checkpoints"
     message = str(failed.value)
     assert message.startswith(f"could not write checkpoint step-2 in {root} (")
@@ -158,4 +180,6 @@ def test_a_checkpoint_that_cannot_be_written_leaves_the_last_one_whole_and_says_
     monkeypatch.setattr(checkpoint, "save_shards", save_shards)
     resumed = tiny_spec(tiny_model_path, tmp_path, optim={"total_steps": 3},
                         checkpoint={"every_n_steps": 1, "resume_from": "latest"})  # fmt: skip
-    assert train(resumed, MemoryReporter()).steps == 3
+    steps = MemoryReporter()
+    stepped(resumed, steps)  # from step-1 on to the end
+    assert [s for s, _ in steps.metric_points] == [2, 3]
