@@ -32,6 +32,14 @@ from trainers.models.pretrained import SMOLLM2, is_installed
 from trainers.rollout.engines.availability import vllm_unavailable_reason
 
 DEMO_TEAM = "Demo team"
+TINY_EXPERIMENT_NAME = "Demo: tiny model repeats a letter"
+# The demos in the order a newcomer tries them, each with what it shows: the home page lists them so,
+# and README's "Two commands" names them in this order (tests/studio/accounts/test_home_demos.py).
+DEMOS = (
+    (real.EXPERIMENT_NAME, "a real pretrained model (135 M parameters): its held-out curves (val/) show its learning"),
+    (real_agent.EXPERIMENT_NAME, "the same model with a calculator tool: the inspector shows each call and its result"),
+    (TINY_EXPERIMENT_NAME, "a ~1 M-parameter model with random weights: its reward rises within a minute on a CPU"),
+)
 ADMIN = "admin"
 TINY_MODEL_LABEL = "tiny demo model, ~1 M parameters, random weights"
 
@@ -136,7 +144,7 @@ def make_demo(team: Team, user) -> Experiment:
         team, user, spec, data_path,
         dataset=("Repeat the letter", "Demo prompts: 'Repeat the letter: c' -> c."),
         rubric=("Letter fraction", "Fraction of the completion's characters that are the requested letter."),
-        experiment=("Demo: tiny model repeats a letter",
+        experiment=(TINY_EXPERIMENT_NAME,
                     "A ~1M-parameter model learns the toy task on a CPU in about a minute."),
     )  # fmt: skip
 

@@ -15,7 +15,7 @@ from rest_framework.authtoken.models import Token
 from studio.accounts import permissions as perms
 from studio.accounts import services
 from studio.accounts.models import ROLES, VIEWER, Team
-from studio.bootstrap import first_login_path
+from studio.bootstrap import DEMOS, first_login_path
 from studio.experiments.models import Experiment
 from studio.runs.models import Run
 
@@ -42,8 +42,11 @@ def shown_path(path: Path) -> str:
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     runs = perms.visible(Run.objects.all(), request.user).distinct().select_related("experiment")[:20]
-    experiments = perms.visible(Experiment.objects.all(), request.user).distinct()[:10]
-    return render(request, "accounts/home.html", {"runs": runs, "experiments": experiments})
+    visible = perms.visible(Experiment.objects.all(), request.user).distinct()
+    experiments = visible[:10]
+    found = {e.name: e for e in visible.filter(name__in=[name for name, _ in DEMOS]).order_by("-pk")}
+    demos = [(found[name], what) for name, what in DEMOS if name in found]  # the first of each name
+    return render(request, "accounts/home.html", {"runs": runs, "experiments": experiments, "demos": demos})
 
 
 @login_required
