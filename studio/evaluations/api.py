@@ -72,7 +72,7 @@ class TrainingSuiteSerializer(StudioModelSerializer):
         return attrs
 
 
-class LaunchSerializer(serializers.Serializer):
+class SuiteLaunchSerializer(serializers.Serializer):
     checkpoints = serializers.ListField(
         child=serializers.IntegerField(min_value=1, max_value=MAX_ID), required=False, max_length=services.MAX_MODELS,
         help_text="Checkpoint ids of the team's runs (a run's detail lists them).",
@@ -114,12 +114,12 @@ class SuiteViewSet(TeamScopedViewSet):
     model = Suite
     serializer_class = SuiteSerializer
 
-    @extend_schema(request=LaunchSerializer, responses={201: SuiteRunSerializer})
-    @action(detail=True, methods=["post"], serializer_class=LaunchSerializer)
+    @extend_schema(request=SuiteLaunchSerializer, responses={201: SuiteRunSerializer})
+    @action(detail=True, methods=["post"], serializer_class=SuiteLaunchSerializer)
     def launch(self, request, pk=None):
         """A suite run of every task on every model given: one evaluation run per (model, task) pair."""
         suite = self.get_object()  # TeamRole: a POST needs the edit role
-        data = LaunchSerializer(data=request.data)
+        data = SuiteLaunchSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         # LaunchRefused / TasksRefused: 400 naming each field
         suite_run = services.launch(suite, request.user, checkpoint_ids=data.validated_data.get("checkpoints", []),

@@ -50,7 +50,7 @@ def model_entries(team, checkpoint_ids: list[int], base_models: list[str]) -> li
     for i, pk in enumerate(checkpoint_ids):
         checkpoint = found.get(pk)
         if checkpoint is None:
-            raise LaunchRefused({f"checkpoints.{i}": f"no checkpoint {pk} in this team"})
+            raise LaunchRefused({f"checkpoints.{i}": f"checkpoint {pk} does not exist in this team"})
         model = dict(checkpoint.run.spec.get("model") or {})
         entries.append({"label": _unique(f"{checkpoint.run.name} @ step {checkpoint.step}", labels), "model": model,
                         "checkpoint": checkpoint.path, "step": checkpoint.step, "_run": checkpoint.run_id})  # fmt: skip

@@ -36,7 +36,9 @@ class StoredTask(Section):
     """One task as a suite stores it: the team's objects by id, and the task's settings (as SuiteTaskSpec's)."""
 
     name: str = _FIELDS["name"]
-    dataset: int | None = Field(None, ge=1, le=MAX_ID, description="A dataset of the team; or procedural.")
+    dataset: int | None = Field(
+        None, ge=1, le=MAX_ID, description="A dataset of the team; or procedural instead (one of the two)."
+    )
     procedural: ProceduralSpec | None = Field(None, description="Generated prompts instead of a dataset.")
     rubric: int = Field(..., ge=1, le=MAX_ID, description="A rubric of the team.")
     environment: int | None = Field(None, ge=1, le=MAX_ID, description="An environment of the team; none: one turn.")
@@ -116,5 +118,5 @@ def _team_object(task: dict[str, Any], name: str, model, team):
         return None
     row = model.objects.filter(pk=value, team=team).first()
     if row is None:
-        raise TasksRefused({name: f"no {name} {value} in this team"})
+        raise TasksRefused({name: f"{name} {value} does not exist in this team"})
     return row
