@@ -236,6 +236,12 @@ STATED = {
                                (r"\w+_files", r"verl names its dumps"),
                                (r"experiment", r"A valid integer is required")],  # a form says no null
 }  # fmt: skip
+# A suite's task: a dataset or generated prompts (one of the two), and a procedural task's band in order.
+STATED["POST /api/suites/"] = [
+    (r"tasks\.\d+\.dataset", r"choose a dataset, or a procedural task instead"),
+    (r"tasks\.\d+\.procedural\.target_band", r"target_band must be \[low, high\]"),
+]
+STATED["PUT /api/suites/{id}/"] = STATED["PATCH /api/suites/{id}/"] = STATED["POST /api/suites/"]
 STATED["PATCH /api/datasets/{id}/"] = STATED["PUT /api/datasets/{id}/"]
 STATED["PUT /api/experiments/{id}/"] = STATED["PATCH /api/experiments/{id}/"] = STATED["POST /api/experiments/"]
 STRICT_EXAMPLES = int(os.environ.get("STUDIO_STRICT_EXAMPLES", 3))  # per operation; more in the -m slow fuzz
