@@ -47,6 +47,7 @@ from trainers.run.learning_watch import LearningWatch
 from trainers.run.records import step_rollouts
 from trainers.run.sampler import SamplerSync, sampling_copy, sampling_params
 from trainers.run.seeding import seed_everything
+from trainers.run.startup import Startup
 from trainers.run.step_metrics import reward_metrics, step_metrics
 from trainers.run.stopping import StepStart, StepStopped, StopWatch
 from trainers.run.tool_silence import ToolSilence
@@ -122,6 +123,8 @@ class Trainer:
         resume_dir = checkpoint.resolve_resume(spec.checkpoint) if spec.checkpoint.resume_from else None
 
         self.device = device_for(self.dist) if self.dist.enabled else default_device()
+        self.startup = Startup(spec, reporter, resumed=resume_dir is not None)  # the log says each part
+        self.startup.model()
         # A sharded checkpoint's weights load in load_trainer_state (below), into the model as this run holds it.
         self.model, self.tokenizer = load_policy(
             spec.model, self.device, checkpoint=checkpoint.initial_weights(resume_dir)
@@ -143,6 +146,7 @@ class Trainer:
             self.model, sampling_copy(spec, self.model, self.reference, self.mesh),
             asynchronous=spec.rollout.asynchronous.runs_ahead,
         )  # fmt: skip
+        self.startup.engine()
         self.source, held_out = training_prompts(spec, self.tokenizer, lambda cut: reporter.warning(None, cut))
         self.validator = validation.Validator(spec, held_out) if spec.validation is not None else None
         self.curriculum = Curriculum(spec, self.source)
@@ -191,7 +195,11 @@ class Trainer:
         failed: str | None = None
         try:
             if self.step_count == 0:  # the step-0 baseline (at_start); a resumed run validated its step
-                self._validate()  # before the checkpoint it resumed from
+                if self.validator is not None and self.validator.due(0):  # before the checkpoint it resumed from
+                    self.startup.validation(len(self.validator.prompts))
+                self._validate()
+            if self.step_count < spec.optim.total_steps:
+                self.startup.first_step(self.step_count + 1)
             while self.step_count < spec.optim.total_steps and not failed:
                 # The cancel reaches one process (rank 0 under the studio); every process must agree to stop,
                 # or the others would wait in the step's collectives for a process that has left.
