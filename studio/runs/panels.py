@@ -103,6 +103,11 @@ PANELS: tuple[Panel, ...] = (
         r"^actor/(forking_frac|cov_selected_frac)$",
     ),
     Panel("forking_threshold", "Forking tokens: entropy threshold", r"^actor/forking_entropy_threshold$"),
+    # An experiment's suite on its checkpoints (studio.evaluations.training), at each scored checkpoint's step:
+    # the values, then their 95% bootstrap bounds apart, so the value curves stay readable.
+    Panel("suite_pass", "Suite pass@1 / pass@k per task (checkpoints)", r"^suite/[^/]+/pass@\d+$"),
+    Panel("suite_reward", "Suite mean reward per task (checkpoints)", r"^suite/[^/]+/reward_mean$"),
+    Panel("suite_bounds", "Suite scores: bootstrap interval bounds", r"^suite/[^/]+/.+_(low|high)$"),
     # Catch-alls last: the rest of a namespace that has panels above.
     Panel("reward_other", "Reward diagnostics", r"^reward/"),
     Panel("episode_other", "Episodes", r"^episode/"),

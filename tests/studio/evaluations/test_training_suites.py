@@ -46,3 +46,13 @@ class TrainingSuiteTest(StudioTestCase):
         self.assertFalse(SuiteRun.objects.exists())
         [warning] = RunEvent.objects.filter(run=self.run, kind="warning")
         self.assertIn("suite 'core' was not run on the checkpoint of step 10", warning.payload["message"])
+
+
+def test_suite_curves_have_panels_of_their_own():
+    from studio.runs.panels import panel_for
+
+    placed = {key: panel_for(key).id for key in ("suite/sums/pass@1", "suite/sums/pass@4", "suite/sums/reward_mean",
+                                                 "suite/sums/pass@1_low", "suite/sums/reward_mean_high")}  # fmt: skip
+    assert placed == {"suite/sums/pass@1": "suite_pass", "suite/sums/pass@4": "suite_pass",
+                      "suite/sums/reward_mean": "suite_reward", "suite/sums/pass@1_low": "suite_bounds",
+                      "suite/sums/reward_mean_high": "suite_bounds"}  # fmt: skip
