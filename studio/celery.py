@@ -23,3 +23,4 @@ CHECK_DATASET_TASK = "workers.check_dataset"
 TRY_ENVIRONMENT_TASK = "workers.try_environment"
 TRYING_STATE = "TRYING"  # try_environment's state while it works, with {"stage": "loading the model" | ...}
 SERVE_MODEL_TASK = "workers.serve_model"
+EXPORT_CHECKPOINT_TASK = "workers.export_checkpoint"
