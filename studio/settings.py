@@ -183,6 +183,7 @@ CELERY_TASK_ROUTES = {
     "workers.try_environment": {"queue": "default"},
     # A model server holds its pool process while it serves, on the queue whose places runs wait for.
     "workers.serve_model": {"queue": "gpu"},
+    "workers.export_checkpoint": {"queue": "default"},  # on the CPU (workers.serving.export)
 }
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -208,6 +209,7 @@ SERVING_LOAD_TIMEOUT_S = envfloat("STUDIO_SERVING_LOAD_TIMEOUT_S", 600.0)  # the
 SERVING_REQUEST_TIMEOUT_S = envfloat("STUDIO_SERVING_REQUEST_TIMEOUT_S", 300.0)
 SERVING_MAX_TOKENS = envint("STUDIO_SERVING_MAX_TOKENS", 4096)
 SERVING_MAX_RESPONSE_BYTES = 8 * 1024 * 1024  # what the studio relays from a model server, at most
+SERVING_EXPORT_TIMEOUT_S = envfloat("STUDIO_SERVING_EXPORT_TIMEOUT_S", 600.0)  # the export page waits this long
 RUBRIC_TRY_TIMEOUT_S = envfloat("STUDIO_RUBRIC_TRY_TIMEOUT_S", 60.0)
 # Loading a model and running a few episodes takes longer than scoring pairs.
 ENVIRONMENT_TRY_TIMEOUT_S = envfloat("STUDIO_ENVIRONMENT_TRY_TIMEOUT_S", 180.0)
