@@ -1,6 +1,6 @@
 from django.urls import path
 
-from studio.serving import api, pages
+from studio.serving import api, exports, pages
 
 urlpatterns = [
     path("v1/models", api.models, name="v1-models"),
@@ -10,4 +10,6 @@ urlpatterns = [
     path("runs/<int:run_id>/playground/", pages.playground, name="run-playground"),
     path("runs/<int:run_id>/playground/generate", pages.playground_generate, name="run-playground-generate"),
     path("runs/<int:run_id>/playground/save", pages.playground_save, name="run-playground-save"),
+    path("runs/<int:run_id>/export/", exports.export_page, name="run-export"),
+    path("runs/<int:run_id>/export/<str:name>", exports.export_download, name="run-export-download"),
 ]

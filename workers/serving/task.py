@@ -169,3 +169,32 @@ def _end(process: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@shared_task(name="workers.export_checkpoint")
+def export_checkpoint(run_id: int, step: int, mode: str, target: str = "") -> dict:
+    """A run's checkpoint as a Hugging Face folder: into `target` (a new folder the path policy lets the
+    team write: studio.serving.exports) or, without one, the studio's exports folder with a zip to download.
+    {"folder", "kind", "files", "bytes", "zip"} or {"error": "..."}."""
+    from studio.runs.models import Checkpoint
+    from studio.serving.exports import download_folder, target_error
+    from workers.serving.export import ExportError, export_folder
+
+    run = Run.objects.filter(pk=run_id).select_related("team").first()
+    row = Checkpoint.objects.filter(run_id=run_id, step=step).order_by("-pk").first()
+    section = run.spec.get("model") if run is not None and isinstance(run.spec, dict) else None
+    if row is None or not isinstance(section, dict):
+        return {"error": "step: no such checkpoint"}
+    for field, value in (("model", section.get("path", "")), ("checkpoint", row.path)):
+        error = paths.model_path_error(value, run.team) if value else None
+        if error:
+            return {"error": f"{field}: {error}"}
+    if target:  # again here: the folder may have changed since the studio checked it
+        error = target_error(target, run.team)
+        if error:
+            return {"error": f"folder: {error}"}
+    out = Path(target) if target else download_folder(run_id) / f"step-{step}-{mode}"
+    try:
+        return export_folder(section, section["path"], row.path, out, mode, zipped=not target)
+    except (ExportError, OSError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
