@@ -9,6 +9,7 @@ from typing import Any
 from django.urls import reverse
 
 from studio.evaluations.models import SuiteResult, SuiteRun
+from studio.runs.models import SUCCEEDED, MetricPoint
 
 METRICS = ("reward_mean", "pass_at_1", "pass_at_k")
 # The metric that picks a task's best model: the one people compare first.
@@ -21,6 +22,7 @@ def result_table(suite_run: SuiteRun) -> dict[str, Any]:
     <metric>: {value, low, high, delta} for each of METRICS (null until scored), best}. `delta` is the
     change against the first base model on that task (null for it, and when there is none)."""
     results = list(suite_run.results.select_related("run").order_by("model_index", "task_index"))
+    _scores_from_metrics([r for r in results if r.reward_mean is None and r.run.state == SUCCEEDED])
     models: dict[int, dict[str, Any]] = {}
     tasks: dict[int, dict[str, Any]] = {}
     for r in results:
@@ -66,3 +68,17 @@ def _best(by_pair: dict[tuple[int, int], SuiteResult], models: dict[int, dict], 
         (r.pass_at_1, r.reward_mean, -m) for m in models if (r := by_pair.get((m, task))) and r.pass_at_1 is not None
     ]
     return -max(scored)[2] if scored else None
+
+
+def _scores_from_metrics(results: list[SuiteResult]) -> None:
+    """Scores of pairs whose run ended without the suite's job writing them (after a broker restart the studio
+    sends a queued pair's run again as an evaluation of its own, which reports the same eval/ metrics), read from
+    their runs' metric points into the rows in memory. One query for them all."""
+    if not results:
+        return
+    by_run = {r.run_id: r for r in results}
+    for point in MetricPoint.objects.filter(run_id__in=by_run, step=0, key__startswith="eval/"):
+        r = by_run[point.run_id]
+        name = point.key.removeprefix("eval/").replace(f"pass@{r.k}", "pass_at_k").replace("pass@1", "pass_at_1")
+        if name.removesuffix("_low").removesuffix("_high") in METRICS:
+            setattr(r, name, point.value)

@@ -5,7 +5,6 @@ pass threshold. Rollouts are reported like training's (step 0).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from trainers.rollout.engines.catalog import create_engine
 from trainers.rollout.generate import ScoredGroup, generate_and_score
 from trainers.run.records import episode_rollout
 from trainers.run.seeding import seed_everything
+from trainers.run.suite_stats import cell_scores, pass_at_k, pass_ks, reward_estimate
 from trainers.spec import RunSpec
 
 
@@ -31,22 +31,6 @@ class EvalResult:
     num_prompts: int  # prompts evaluated
     samples_per_prompt: int
     metrics: dict[str, float] = field(default_factory=dict)  # eval/reward/mean, eval/pass@k, ...
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from n samples of which c pass: 1 - C(n-c, k) / C(n, k)
-    (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", arXiv:2107.03374, eq. 1)."""
-    if k > n:
-        raise ValueError(f"pass@{k} needs at least {k} samples, got {n}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
-
-
-def pass_ks(n: int) -> list[int]:
-    """k values to report for n samples: 1, 2, 4, ... up to n, and n itself."""
-    ks = [k for k in (2**i for i in range(n.bit_length())) if k <= n]
-    return ks if ks[-1] == n else [*ks, n]
 
 
 def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] = lambda: False) -> EvalResult:
@@ -66,7 +50,9 @@ def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] 
             rewards, k = samples.rewards, spec.eval.samples_per_prompt
             has_threshold = spec.rubric.pass_threshold is not None
             passed = samples.verdicts if has_threshold else None
-            metrics = sampled_metrics("eval", rewards, samples.criteria, k, passed)
+            metrics = sampled_metrics("eval", rewards, samples.criteria, k, passed) | interval_metrics(
+                "eval", rewards, passed, seed=spec.optim.seed
+            )
             reporter.metrics(0, metrics)
             status = "cancelled" if samples.stopped else "succeeded"
             reporter.status(status, f"{len(rewards)} prompts x {k} samples")
@@ -78,6 +64,21 @@ def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] 
             engine.close()
         if rubric is not None:
             rubric.close()
+
+
+def interval_metrics(
+    prefix: str, rewards: list[list[float]], passed: list[list[bool]] | None, *, seed: int, resamples: int = 1000,
+    confidence: float = 0.95,
+) -> dict[str, float]:  # fmt: skip
+    """`<prefix>/reward_mean` and, when `passed` says which samples pass, `<prefix>/pass@1` and `pass@k`, each
+    with its bootstrap interval over prompts (`_low`, `_high`; trainers.run.suite_stats): what a suite reports
+    for each (model, task) pair, so an evaluation run is the one-pair case of a suite."""
+    if not rewards:
+        return {}
+    if passed is None:
+        return reward_estimate(rewards, resamples=resamples, confidence=confidence, seed=seed).metrics(prefix)
+    scores = cell_scores(rewards, passed, resamples=resamples, confidence=confidence, seed=seed)
+    return scores.metrics(prefix)
 
 
 @dataclass

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from trainers.curriculum.stats import rollout_passed
 from trainers.data.prompts import load_prompts
 from trainers.models.loading import default_device, load_policy
 from trainers.report import MemoryReporter, Reporter, failure_detail
@@ -28,9 +27,6 @@ from trainers.run.seeding import seed_everything
 from trainers.run.suite_stats import CellScores, cell_scores
 from trainers.spec import RunSpec
 from trainers.spec.suite import SuiteModelSpec, SuiteSpec, SuiteTaskSpec
-
-# A sample passes at reward >= this when neither the task nor its rubric sets a threshold: full marks.
-DEFAULT_PASS_REWARD = 1.0
 
 
 class SuiteReporter(Protocol):
@@ -121,10 +117,7 @@ def _evaluate_cell(
     if not samples.rewards:
         out.status("cancelled", "stopped before any prompt was evaluated")
         return
-    passed = [
-        [rollout_passed(reward, verdict, DEFAULT_PASS_REWARD) for reward, verdict in zip(r, v, strict=True)]
-        for r, v in zip(samples.rewards, samples.verdicts, strict=True)
-    ]
+    passed = [[bool(verdict) for verdict in v] for v in samples.verdicts]  # the pair's rubric has a threshold
     k = task.samples_per_prompt
     scores = cell_scores(samples.rewards, passed, resamples=spec.bootstrap_resamples, confidence=spec.confidence,
                          seed=spec.seed)  # fmt: skip

@@ -1,15 +1,31 @@
-"""A suite cell's scores: mean reward, pass@1 and pass@k over prompts, each with a percentile bootstrap
-interval over prompts (prompts resampled with replacement; the samples of a prompt stay together, so
-the interval reflects how many prompts were evaluated, not how many samples each had)."""
+"""Scores of k samples per prompt (a suite cell's, an evaluation run's): the unbiased pass@k, and mean reward,
+pass@1 and pass@k over prompts, each with a percentile bootstrap interval over prompts (prompts resampled
+with replacement; the samples of a prompt stay together, so the interval reflects how many prompts were
+evaluated, not how many samples each had)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from trainers.run.evaluate import pass_at_k
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c pass: 1 - C(n-c, k) / C(n, k)
+    (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", arXiv:2107.03374, eq. 1)."""
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples, got {n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_ks(n: int) -> list[int]:
+    """k values to report for n samples: 1, 2, 4, ... up to n, and n itself."""
+    ks = [k for k in (2**i for i in range(n.bit_length())) if k <= n]
+    return ks if ks[-1] == n else [*ks, n]
 
 
 @dataclass(frozen=True)
@@ -43,6 +59,31 @@ class CellScores:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class RewardEstimate:
+    """The mean reward over prompts alone (samples without a pass verdict)."""
+
+    num_prompts: int
+    reward_mean: Estimate
+
+    def metrics(self, prefix: str) -> dict[str, float]:
+        e = self.reward_mean
+        return {
+            f"{prefix}/reward_mean": e.value,
+            f"{prefix}/reward_mean_low": e.low,
+            f"{prefix}/reward_mean_high": e.high,
+        }
+
+
+def reward_estimate(
+    rewards: Sequence[Sequence[float]], *, resamples: int = 1000, confidence: float = 0.95, seed: int = 0
+) -> RewardEstimate:
+    """Mean reward over prompts with its bootstrap interval (as `cell_scores`, the same draws for its mean)."""
+    (mean,) = bootstrap_means([[float(np.mean(r)) for r in rewards]], resamples=resamples, confidence=confidence,
+                              seed=seed)  # fmt: skip
+    return RewardEstimate(len(rewards), mean)
 
 
 def bootstrap_means(

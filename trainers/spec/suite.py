@@ -17,6 +17,9 @@ from trainers.spec.rollout import EnvironmentSpec, RolloutSpec
 from trainers.spec.rubric import RubricSpec
 from trainers.spec.run import RunSpec
 
+# A sample passes at reward >= this when neither the task nor its rubric sets a threshold: full marks on the usual
+# 0..1 scale, so pass@k means "solved" (as validation counts it).
+DEFAULT_PASS_THRESHOLD = 1.0
 # Task names go into metric keys (suite/<task>/pass@1) and model labels into table headers.
 _TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
@@ -33,7 +36,8 @@ class SuiteTaskSpec(Section):
     num_prompts: int | None = Field(None, ge=1, le=100_000, description="Evaluate the first N prompts; empty: all.")
     pass_threshold: float | None = Field(
         None,
-        description="A sample passes at reward >= this; empty: the rubric's pass_threshold, else full marks (1.0).",
+        description="A sample passes at reward >= this; empty: the rubric's pass_threshold, else full marks "
+        f"({DEFAULT_PASS_THRESHOLD}).",
     )
     temperature: float | None = Field(None, ge=0, le=5, description="Sampling temperature; empty: the suite's.")
     top_p: float | None = Field(None, gt=0, le=1, description="Nucleus sampling; empty: the suite's.")
@@ -108,8 +112,11 @@ class SuiteSpec(Section):
             if getattr(task, key) is not None:
                 rollout[key] = getattr(task, key)
         rubric = task.rubric.model_dump()
-        if task.pass_threshold is not None:
-            rubric["pass_threshold"] = task.pass_threshold
+        # Always set, so the pair's run says how its samples pass: run alone, it reports the same pass@k.
+        for threshold in (task.pass_threshold, task.rubric.pass_threshold, DEFAULT_PASS_THRESHOLD):
+            if threshold is not None:
+                rubric["pass_threshold"] = threshold
+                break
         return {
             "name": f"{self.name}: {model.label} on {task.name}",
             "model": model.model.model_dump(),

@@ -144,3 +144,22 @@ class SuitesApiTest(StudioTestCase):
         cancelled = self.client_for(self.bob).post(f"/api/suite-runs/{suite_run}/cancel/")
         self.assertEqual((cancelled.status_code, cancelled.data["state"]), (200, "cancelled"))
         self.assertEqual(set(Run.objects.filter(kind="eval").values_list("state", flat=True)), {"cancelled"})
+
+    def test_a_pair_run_on_its_own_shows_the_scores_its_run_reported(self):
+        # A broker restart loses the suite's job; the studio sends each queued run again by itself (requeue_waiting),
+        # and a pair's evaluation run reports the suite's eval/ metrics: the table reads them from there.
+        from studio.runs.models import MetricPoint
+
+        answer, _ = self.launch(base_models=[self.base_model])
+        suite_run = SuiteRun.objects.get(pk=answer.data["id"])
+        pair = suite_run.results.get(task="qa")
+        Run.objects.filter(pk=pair.run_id).update(state="succeeded")
+        values = {"eval/reward_mean": 0.5, "eval/reward_mean_low": 0.25, "eval/reward_mean_high": 0.75,
+                  "eval/pass@1": 0.5, "eval/pass@1_low": 0.0, "eval/pass@1_high": 1.0, "eval/pass@2": 1.0,
+                  "eval/pass@2_low": 1.0, "eval/pass@2_high": 1.0, "eval/reward/mean": 0.5}  # fmt: skip
+        MetricPoint.objects.bulk_create(MetricPoint(run_id=pair.run_id, step=0, key=k, value=v, wall_time=0)
+                                        for k, v in values.items())  # fmt: skip
+        cell = table.result_table(suite_run)["rows"][0]["cells"][0]
+        self.assertEqual(cell["pass_at_1"]["value"], 0.5)
+        self.assertEqual((cell["pass_at_k"]["value"], cell["reward_mean"]["low"]), (1.0, 0.25))
+        self.assertIsNone(table.result_table(suite_run)["rows"][0]["cells"][1]["pass_at_1"])  # still queued

@@ -110,3 +110,22 @@ def test_a_task_that_makes_no_valid_run_is_refused_at_its_place(tiny_model_path,
     assert caught.value.errors()[0]["loc"][:4] == ("tasks", "0", "data", "procedural")
     with pytest.raises(ValidationError, match="repeated: base"):
         suite(tiny_model_path, letters, [{"label": "base"}, {"label": "base"}])
+
+
+def test_an_evaluation_run_is_the_one_pair_case_of_a_suite(tiny_model_path, letters):
+    from trainers.run.evaluate import evaluate
+
+    spec = suite(tiny_model_path, letters, [{"label": "base"}])
+    spec = spec.model_copy(update={"tasks": spec.tasks[1:]})  # has-a: passes vary
+    reporter = MemorySuiteReporter()
+    evaluate_suite(spec, reporter)
+    alone = MemoryReporter()
+    result = evaluate(spec.cell_spec(spec.models[0], spec.tasks[0]), alone)
+    ((_, in_suite),) = reporter.cells[("base", "has-a")].metric_points
+    assert result.metrics == in_suite  # eval/reward/mean, eval/pass@j, and the intervals: the same numbers
+    assert {"eval/pass@1_low", "eval/pass@4_high", "eval/reward_mean_low"} <= set(result.metrics)
+
+    def completions(r):
+        return [x.completion for _, batch in r.rollout_batches for x in batch]
+
+    assert completions(alone) == completions(reporter.cells[("base", "has-a")])
