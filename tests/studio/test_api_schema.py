@@ -363,7 +363,11 @@ def test_the_schema_is_valid_openapi_built_without_a_warning(tmp_path):
     operations = {(path, method): op for path, ops in schema["paths"].items() for method, op in ops.items()}
     only_success = [key for key, op in operations.items() if all(code < "300" for code in op["responses"])]
     assert only_success == []
-    assert schema["paths"]["/api/runs/{id}/cancel/"]["post"].get("requestBody") is None
+    # Stop: an optional body, {checkpoint: false} for "Stop now" (issue 39); a bare POST stops and saves.
+    cancel = schema["paths"]["/api/runs/{id}/cancel/"]["post"]["requestBody"]
+    assert not cancel.get("required")
+    body = cancel["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+    assert schema["components"]["schemas"][body]["properties"]["checkpoint"]["type"] == "boolean"
     note = schema["components"]["schemas"]["NoteInRequest"]
     assert note["required"] == ["text"]
     upload = schema["components"]["schemas"]["DatasetRequest"]["properties"]["file"]
