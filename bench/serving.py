@@ -55,10 +55,10 @@ def measure(client, model: str, requests: int, max_tokens: int) -> dict[str, flo
 
 
 def wait_answers(address: str, key: str, process: subprocess.Popen, timeout: float = 900) -> None:
-    from workers.serving.task import _answers
+    from workers.serving.engines import answers
 
     deadline = time.monotonic() + timeout
-    while not _answers(address, key):
+    while not answers(address, key):
         if process.poll() is not None or time.monotonic() > deadline:
             raise SystemExit(f"the direct server did not start ({process.returncode})")
         time.sleep(0.5)

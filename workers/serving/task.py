@@ -21,8 +21,6 @@ import socket
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
@@ -103,15 +101,6 @@ def _log_tail(path: Path) -> str:
         return ""
 
 
-def _answers(address: str, key: str) -> bool:
-    request = urllib.request.Request(f"{address}/v1/models", headers={"Authorization": f"Bearer {key}"})
-    try:
-        with urllib.request.urlopen(request, timeout=2) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 def _serve(server: ModelServer, mine, stop: Stop) -> str:
     engine, why = engines.choose(settings.SERVING_ENGINE, server.checkpoint)
     host = settings.SERVING_HOST
@@ -129,7 +118,7 @@ def _serve(server: ModelServer, mine, stop: Stop) -> str:
         process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
     try:
         deadline = time.monotonic() + settings.SERVING_LOAD_TIMEOUT_S
-        while not _answers(address, key):
+        while not engines.answers(address, key):
             if process.poll() is not None:
                 mine.update(state=FAILED, error=f"the {engine} server exited ({process.returncode}):\n"
                                                  f"{_log_tail(log_path)}")  # fmt: skip
