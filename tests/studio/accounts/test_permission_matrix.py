@@ -41,6 +41,7 @@ from rest_framework.test import APIClient
 from studio.accounts.models import VIEWER, Team
 from studio.asgi import application
 from studio.environments.models import Environment
+from studio.evaluations.models import Suite, SuiteResult, SuiteRun, TrainingSuite
 from studio.experiments.models import Experiment
 from studio.ingest import services as ingest_services
 from studio.ingest.models import RunToken
@@ -62,6 +63,7 @@ PAIRS = [{"prompt": "What is 2+2?", "completion": "4", "answer": "4"}]
 TRY_ROWS = {"rows": [{"prompt": "Count down"}], "model": "/models/tiny"}
 EXPERIMENT = {"team": "{team}", "name": "made", "dataset": "{dataset}", "rubric": "{rubric}",
               "model_path": "/models/tiny", "config": {"optim": {"total_steps": 5}}}  # fmt: skip
+SUITE = {"team": "{team}", "name": "made", "tasks": [{"name": "qa", "dataset": "{dataset}", "rubric": "{rubric}"}]}
 
 
 @dataclass(frozen=True)
@@ -215,6 +217,26 @@ API_POLICY = [
     row("GET",    "/api/experiments/{experiment}/mirror-settings/", 200, 200,  200,  404,  403),
     row("PUT",    "/api/experiments/{experiment}/mirror-settings/", 200, 200,  403,  404,  403, body={"inherit": True}),
     row("GET",    "/api/runs/{run}/mirrors/",                      200,  200,  200,  404,  403, guest=403),
+    # --- evaluation suites (studio.evaluations): like experiments; a suite run is made by a launch
+    row("GET",    "/api/suites/",                                  200,  200,  200,  200,  403),
+    row("POST",   "/api/suites/",                                  201,  201,  403,  404,  403, body=SUITE),
+    row("GET",    "/api/suites/{suite}/",                          200,  200,  200,  404,  403),
+    row("PUT",    "/api/suites/{suite}/",                          200,  200,  403,  404,  403, body={**SUITE, "name": "renamed"}),
+    row("PATCH",  "/api/suites/{suite}/",                          200,  200,  403,  404,  403, body={"name": "renamed"}),
+    row("DELETE", "/api/suites/{fresh_suite}/",                    204,  204,  403,  404,  403),
+    row("POST",   "/api/suites/{suite}/launch/",                   201,  201,  403,  404,  403,
+        body={"base_models": ["/models/tiny"]}),
+    row("GET",    "/api/suite-runs/",                              200,  200,  200,  200,  403),
+    row("GET",    "/api/suite-runs/{suite_run}/",                  200,  200,  200,  404,  403),
+    row("POST",   "/api/suite-runs/{suite_run}/cancel/",           200,  200,  403,  404,  403),
+    row("GET",    "/api/training-suites/",                         200,  200,  200,  200,  403),
+    row("POST",   "/api/training-suites/",                         201,  201,  403,  404,  403,
+        body={"team": "{team}", "experiment": "{fresh_experiment}", "suite": "{suite}", "every_n_checkpoints": 2}),
+    row("GET",    "/api/training-suites/{training_suite}/",        200,  200,  200,  404,  403),
+    row("PUT",    "/api/training-suites/{training_suite}/",        200,  200,  403,  404,  403,
+        body={"team": "{team}", "experiment": "{experiment}", "suite": "{suite}", "every_n_checkpoints": 3}),
+    row("PATCH",  "/api/training-suites/{training_suite}/",        200,  200,  403,  404,  403, body={"every_n_checkpoints": 4}),
+    row("DELETE", "/api/training-suites/{fresh_training_suite}/",  204,  204,  403,  404,  403),
 ]
 # fmt: on
 
@@ -317,6 +339,27 @@ class StudioCells(StudioTestCase):
 
     def cell_export_target(self, role):
         return "trl"
+
+    def cell_suite(self, role):
+        tasks = [{"name": "qa", "dataset": self.dataset.pk, "rubric": self.rubric.pk}]
+        return Suite.objects.get_or_create(team=self.team, name="core", defaults={"tasks": tasks})[0].pk
+
+    def cell_fresh_suite(self, role):
+        return Suite.objects.create(team=self.team, name=f"fresh {role}", tasks=[]).pk
+
+    def cell_suite_run(self, role):
+        suite_run = SuiteRun.objects.create(team=self.team, name="core #1", spec={})
+        SuiteResult.objects.create(suite_run=suite_run, run=self.make_run(state="queued", kind="eval"), model_index=0,
+                                   model_label="base", task_index=0, task="qa", k=4)  # fmt: skip
+        return suite_run.pk
+
+    def cell_training_suite(self, role):
+        return TrainingSuite.objects.get_or_create(team=self.team, experiment=self.experiment,
+                                                   defaults={"suite_id": self.cell_suite(role)})[0].pk  # fmt: skip
+
+    def cell_fresh_training_suite(self, role):
+        experiment = self.cell_fresh_experiment(role)
+        return TrainingSuite.objects.create(team=self.team, experiment_id=experiment, suite_id=self.cell_suite(role)).pk
 
     def cell_queued_run(self, role):
         return self.make_run(state="queued").pk
