@@ -17,12 +17,14 @@ import traceback
 
 from celery import shared_task
 from django.conf import settings
+from django.db import transaction
 
 from studio.evaluations.models import SuiteResult, SuiteRun
 from studio.experiments import paths
-from studio.runs import lifecycle, placement
+from studio.runs import events, lifecycle, placement, reports
 from studio.runs.models import CANCELLED, FAILED, QUEUED, SUCCEEDED
 from trainers.report import failure_detail
+from trainers.spec.suite import SuiteSpec
 from workers import launch
 from workers.reporting import CancelCheck, DatabaseReporter
 from workers.tasks import _hostname, _start_heartbeat
@@ -41,8 +43,6 @@ def run_suite(self, suite_run_id: int) -> str:
 
 def execute_suite(suite_run_id: int, worker: str) -> str:
     """Run every still-queued pair of the suite run, model by model; "done", or "missing"."""
-    from trainers.spec.suite import SuiteSpec
-
     suite_run = SuiteRun.objects.filter(pk=suite_run_id).select_related("source_run").first()
     if suite_run is None:
         log.warning("suite run %s does not exist (deleted, or another database)", suite_run_id)
@@ -66,7 +66,6 @@ class _PairReporters:
         self.checks = {r.task: CancelCheck(r.run_id, attempt=r.run.restarts) for r in results}
         self.states: dict[str, tuple[str, str]] = {}
         self.current: str | None = None
-        self.source = DatabaseReporter(suite_run.source_run_id) if suite_run.source_run_id else None
 
     def cell(self, model: str, task: str):
         self.current = task
@@ -88,9 +87,8 @@ class _PairReporters:
             estimate = getattr(scores, name)
             values |= {name: estimate.value, f"{name}_low": estimate.low, f"{name}_high": estimate.high}
         SuiteResult.objects.filter(pk=self.by_task[task].pk).update(**values)
-        if self.source is not None:  # a training run's suite: its curves at the checkpoint's step
-            self.source.metrics(self.suite_run.source_step or 0, scores.metrics(f"suite/{task}"))
-            self.source.flush()
+        if self.suite_run.source_run_id:  # a training run's suite: its curves at the checkpoint's step
+            _add_curves(self.suite_run.source_run_id, self.suite_run.source_step or 0, scores.metrics(f"suite/{task}"))
 
     def log(self, line: str) -> None:
         for reporter in self.reporters.values():
@@ -100,8 +98,16 @@ class _PairReporters:
         return self.current is not None and self.checks[self.current]()
 
 
+def _add_curves(run_id: int, step: int, values: dict[str, float]) -> None:
+    """Metric points of a training run at a step it has passed, and their live event: written beside the
+    training's own reports (not through a reporter of the run, whose flush would also set the run's progress,
+    which the training moves on meanwhile)."""
+    with transaction.atomic():
+        events.record(run_id, [reports.write(run_id, "metrics", step, values)])
+
+
 def _run_model(suite_run: SuiteRun, spec, results: list[SuiteResult], worker: str) -> None:
-    from trainers.run.suite import evaluate_suite
+    from trainers.run.suite import evaluate_suite  # torch: only a worker that runs a suite imports it
 
     started = _start_pairs(results, worker)
     if not started:
