@@ -1,11 +1,12 @@
 """The real-model demo: SmolLM2-135M-Instruct (`trainers.models.pretrained`) learns to answer generated
-arithmetic with the number alone, on a CPU in about ten minutes.
+arithmetic with the number alone: the held-out curve rises within a few steps on a CPU.
 
 Task: "What is 7 + 5?" -> "12". Out of the box the model answers in prose (about 1 in 25 answers
 ends on the right number, almost none is a bare number), so the rubric rewards both what was asked
 and the shape: `correct` (the last number in the completion equals the sum, math-verified) and
-`brief` (1 for up to 8 characters, 0.02 less per character beyond). A tenth of the rows are held out for
-validation, whose reward and pass rate are the `val/` curves on the run page.
+`brief` (1 for up to 8 characters, 0.02 less per character beyond), which counts only when
+`correct` does. A tenth of the rows are held out for validation, whose reward and pass rate are the
+`val/` curves on the run page.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ RUBRIC_DESCRIPTION = (
 EXPERIMENT_NAME = "Demo: SmolLM2-135M-Instruct learns to answer sums"
 EXPERIMENT_DESCRIPTION = (
     "A real pretrained model (135 M parameters) learns to answer with the number alone; "
-    "held-out validation rises within about ten minutes on a CPU."
+    "held-out validation (every 2 steps) rises within a few steps; each step takes minutes on a CPU, seconds on a GPU."
 )
 
 PROMPT = "What is {a} + {b}?"
