@@ -129,3 +129,17 @@ def test_an_evaluation_run_is_the_one_pair_case_of_a_suite(tiny_model_path, lett
         return [x.completion for _, batch in r.rollout_batches for x in batch]
 
     assert completions(alone) == completions(reporter.cells[("base", "has-a")])
+
+
+def test_a_suite_with_vllm_closes_each_models_engine_and_draws_alike(tiny_model_path, letters, vllm_here):
+    vllm = {"engine": "vllm", "vllm_enforce_eager": True, "vllm_gpu_memory_utilization": 0.1, "max_new_tokens": 6}
+    spec = suite(tiny_model_path, letters, [{"label": "base"}, {"label": "base again"}], rollout=vllm)
+    reporter = MemorySuiteReporter()
+    result = evaluate_suite(spec, reporter)
+    assert result.status == "succeeded" and len(result.scores) == 4
+    assert result.scores[("base", "anything")].pass_at_1.value == 1.0
+
+    def completions(model, task):
+        return [r.completion for _, batch in reporter.cells[(model, task)].rollout_batches for r in batch]
+
+    assert completions("base", "has-a") == completions("base again", "has-a")  # a new engine, the same seed
