@@ -62,3 +62,15 @@ class SuitePagesTest(StudioTestCase):
         self.assertEqual([r.model_label for r in suite_run.results.all()], [f"base: {base}", "grpo @ step 7"])
         refused = self.client.post(f"/suites/{suite.pk}/launch/", {"base_models": ""})
         self.assertContains(refused, "choose at least one checkpoint", status_code=400)
+
+    def test_the_list_shows_the_teams_suites_and_an_outsider_gets_404(self):
+        suite = Suite.objects.create(team=self.team, name="core", tasks=[{"name": "qa"}])
+        SuiteRun.objects.create(suite=suite, team=self.team, name="core #1", spec={})
+        self.client.force_login(self.carol)
+        listed = self.client.get("/suites/")
+        self.assertContains(listed, f'href="/suites/{suite.pk}/"')
+        self.assertContains(listed, "core #1")
+        self.assertNotContains(self.client.get(f"/suites/{suite.pk}/"), "Save suite")  # a viewer reads only
+        self.client.force_login(self.charlie)
+        self.assertNotContains(self.client.get("/suites/"), "core #1")
+        self.assertEqual(self.client.get(f"/suites/{suite.pk}/").status_code, 404)
