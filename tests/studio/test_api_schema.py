@@ -206,7 +206,7 @@ STATED_EVERYWHERE = [
     (
         r".+\..+",
         r"invalid regular expression|syntax error|needs a |must be (above|below)|must not exceed|"
-        r"must lie between|name the split|set a held-out dataset|in formula|not both|must contain \{|must lie in|"
+        r"must lie between|name the split|set a held-out dataset|in formula|invalid formula|not both|must contain \{|must lie in|"
         r"is (above|below)|give .+, or |it needs mode ",
     ),  # fmt: skip
 ]
