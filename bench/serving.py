@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import shutil
 import statistics
 import subprocess
 import sys
@@ -106,6 +107,7 @@ def main() -> None:
     finally:
         process.terminate()
         process.wait(timeout=30)
+        shutil.rmtree(folder, ignore_errors=True)  # the studio's copies of the model
     print(f"engine {args.engine}, model {args.model}, {args.requests} requests x {args.max_tokens} tokens")
     print(f"first use through the endpoint (the worker starts the model server): {first_use:.1f} s")
     print(f"{'':12} {'TTFT s':>8} {'tokens/s':>9} {'request s':>10}")
