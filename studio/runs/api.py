@@ -9,6 +9,7 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
+from studio.datasets.models import Dataset
 from studio.experiments import specs
 from studio.lib.api_schema import SHARE, id_parameter, partial_run_spec
 from studio.lib.params import QueryError, number_param
@@ -161,6 +162,13 @@ class CloneRunSerializer(serializers.Serializer):
         return value
 
 
+class EvaluateSerializer(serializers.Serializer):
+    dataset = serializers.PrimaryKeyRelatedField(
+        queryset=Dataset.objects.all(), required=False, allow_null=True,
+        help_text="A held-out dataset of the run's team to evaluate on; empty: the run's own prompts.",
+    )  # fmt: skip
+
+
 @extend_schema_view(list=extend_schema(parameters=[
     id_parameter("team", "Only this team's runs."), id_parameter("experiment", "Only this experiment's runs."),
     OpenApiParameter("state", str, enum=[s for s, _ in STATES]), OpenApiParameter("kind", str, enum=[k for k, _ in KINDS]),
@@ -213,11 +221,18 @@ class RunViewSet(ShareViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
         run = lifecycle.resume(self._editable_run(), request.user)
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=None, responses={201: RunSerializer, 409: docs.CONFLICT})
-    @action(detail=True, methods=["post"], serializer_class=serializers.Serializer)
+    @extend_schema(request=EvaluateSerializer, responses={201: RunSerializer, 409: docs.CONFLICT})
+    @action(detail=True, methods=["post"], serializer_class=EvaluateSerializer)
     def evaluate(self, request, pk=None):
-        """An evaluation-only run of this run's latest checkpoint (scores it on the dataset with the rubric)."""
-        run = lifecycle.evaluate_checkpoint(self._editable_run(), request.user)
+        """An evaluation-only run of this run's latest checkpoint: k samples per prompt scored by the rubric, with
+        pass@k and bootstrap intervals; on the run's own prompts, or on a held-out `dataset` of the run's team."""
+        run = self._editable_run()
+        data = EvaluateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        dataset = data.validated_data.get("dataset")
+        if dataset is not None and dataset.team_id != run.team_id:
+            raise serializers.ValidationError({"dataset": ["must belong to the run's team"]})
+        run = lifecycle.evaluate_checkpoint(run, request.user, dataset=dataset)
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=CloneRunSerializer, responses={201: RunSerializer, 409: docs.CONFLICT})

@@ -200,8 +200,10 @@ def _step_of_folder(path: str) -> int:
     return step_of(path.rstrip("/").rsplit("/", 1)[-1]) or 0
 
 
-def evaluate_checkpoint(run: Run, user) -> Run:
-    """An evaluation-only run (no training) of the run's latest checkpoint, with the run's settings."""
+def evaluate_checkpoint(run: Run, user, dataset=None) -> Run:
+    """An evaluation-only run (no training) of the run's latest checkpoint, with the run's settings: on the
+    run's own prompts, or on `dataset` (a held-out Dataset of the run's team, its rows mapped as that dataset
+    says, the run's prompt options kept). The caller checked the dataset is the team's."""
     _refuse_unless_allowed(run, "evaluate")
     checkpoint = run.checkpoints.order_by("-step").first()
     if checkpoint is None:
@@ -209,9 +211,15 @@ def evaluate_checkpoint(run: Run, user) -> Run:
     spec = copy.deepcopy(run.spec)
     spec.setdefault("eval", {})["checkpoint"] = checkpoint.path
     spec.setdefault("checkpoint", {}).pop("resume_from", None)
+    if dataset is not None:
+        if problem := dataset.launch_problem():
+            raise SpecError({"dataset": problem})
+        options = {k: v for k, v in (spec.get("data") or {}).items() if k not in ("procedural", "limit", "path")}
+        spec["data"] = {**options, **dataset.data_spec()}
+        spec = specs.validate(spec)  # SpecError naming the field: the run's settings may not fit the dataset
     _check_paths(spec, run.team)
     _check_placement(spec, "eval")
-    name = f"{run.name} (eval of step {checkpoint.step})"
+    name = f"{run.name} (eval of step {checkpoint.step}" + (f" on {dataset.name})" if dataset is not None else ")")
     return create_run(run.team, spec, kind="eval", name=name, experiment=run.experiment, user=user)
 
 
