@@ -299,7 +299,7 @@ class RunViewSet(ShareViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
     def rollouts(self, request, pk=None):
         """Keyset-paginated rollout summaries; see studio.runs.rollout_query for the filters."""
         run = readable_run(request, pk)  # members, or a live share link (read-only)
-        return Response(rollout_query.page(run.pk, request.query_params))
+        return Response(rollout_query.page(run.pk, request.query_params, rollout_query.default_split(run.kind)))
 
     @extend_schema(
         operation_id="runs_rollout_detail", parameters=[docs.ROLLOUT_ID, SHARE], responses=RolloutDetailSerializer

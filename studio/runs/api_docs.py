@@ -30,7 +30,8 @@ ROLLOUT_FILTERS = [
     OpenApiParameter("limit", OpenApiTypes.INT, QUERY, description=f"Page size, at most {rollout_query.MAX_LIMIT}."),
     OpenApiParameter("cursor", str, QUERY, description="`next_cursor` of the page before."),
     OpenApiParameter(rollout_query.SPLIT, str, QUERY, enum=list(rollout_query.SPLIT_CHOICES),
-                     description=f"Which rollouts; default {rollout_query.DEFAULT_SPLIT}."),
+                     description=f"Which rollouts; default {rollout_query.DEFAULT_SPLIT} "
+                                 f"({rollout_query.default_split('eval')} for an evaluation run)."),
     *(_number(param, kind, f"The rollout's {field} is at {'least' if side == 'min' else 'most'} this.")
       for param, (field, side, kind) in rollout_query.BOUNDS.items()),
     *(OpenApiParameter(name, str, QUERY, description=f"{name} equals this.") for name in rollout_query.EQUALS),

@@ -16,7 +16,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from studio.runs import provenance, series
+from studio.runs import provenance, rollout_query, series
 from studio.runs.models import Rollout, Run
 from studio.sharing.models import Note
 
@@ -72,17 +72,19 @@ def panels(curves: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]]:
 
 
 def chosen_rollouts(run: Run) -> list[dict[str, Any]]:
-    """Noted rollouts first, then each of the last EXTREME_STEPS steps' best and worst (training split)."""
+    """Noted rollouts first, then each of the last EXTREME_STEPS steps' best and worst (of the training split; an
+    evaluation run's own split, the only one it has)."""
     picked: dict[int, str] = {}
     noted = (
         Note.objects.filter(run=run, rollout__isnull=False).order_by("-created").values_list("rollout_id", flat=True)
     )
     for rollout_id in noted[:NOTED_ROLLOUTS]:
         picked.setdefault(rollout_id, "noted")
-    steps = (Rollout.objects.filter(run=run, split="train").order_by("-step").values_list("step", flat=True)
+    split = rollout_query.default_split(run.kind)
+    steps = (Rollout.objects.filter(run=run, split=split).order_by("-step").values_list("step", flat=True)
              .distinct()[:EXTREME_STEPS])  # fmt: skip
     for step in steps:
-        rows = Rollout.objects.filter(run=run, split="train", step=step)
+        rows = Rollout.objects.filter(run=run, split=split, step=step)
         best, worst = rows.order_by("-reward", "id").first(), rows.order_by("reward", "id").first()
         if best is not None:
             picked.setdefault(best.pk, f"best of step {step}")

@@ -45,9 +45,10 @@ EVENT_KINDS = (
     ("warning", "warning"),
     ("prompt_stats", "prompt statistics"),  # a step's were written (studio.runs.prompt_stats.event)
 )
-# Rollout.split: sampled for a training step, or from a held-out prompt after it (trainers.run.validation).
-TRAIN_SPLIT, VALIDATION_SPLIT = "train", "validation"
-SPLITS = ((TRAIN_SPLIT, "Training"), (VALIDATION_SPLIT, "Validation"))
+# Rollout.split: sampled for a training step, from a held-out prompt after it (trainers.run.validation), or
+# by an evaluation run (trainers.run.evaluate: a run of kind "eval", alone or one pair of a suite).
+TRAIN_SPLIT, VALIDATION_SPLIT, EVAL_SPLIT = "train", "validation", "eval"
+SPLITS = ((TRAIN_SPLIT, "Training"), (VALIDATION_SPLIT, "Validation"), (EVAL_SPLIT, "Evaluation"))
 PREVIEW_CHARS = 200
 WARNING_CHARS = 1000
 PROMPT_PREVIEW_CHARS = 120
@@ -360,7 +361,8 @@ class Rollout(models.Model):
     hint_fraction = models.FloatField(null=True, blank=True, help_text="The hint's share of the solution's tokens.")
     split = models.CharField(
         max_length=12, choices=SPLITS, default=TRAIN_SPLIT,
-        help_text="train: sampled for a training step; validation: a held-out prompt sampled after the step.",
+        help_text="train: sampled for a training step; validation: a held-out prompt sampled after the step; "
+        "eval: sampled by an evaluation run.",
     )  # fmt: skip
     # Asynchronous runs (trainers.run.pipeline): which policy versions sampled the completion and how stale
     # it was when trained on. Columns of their own, not inside `completion`: the inspector reads them without

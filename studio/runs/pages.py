@@ -100,7 +100,7 @@ def render_run_page(request: HttpRequest, run: Run, *, role: str | None, share: 
         "lineage": lineage,
         "reserved_panels": panels.reserved(run.spec),
     }
-    opening = rollout_query.opening_split(run.pk)
+    opening = rollout_query.opening_split(run.pk, run.kind)
     restarts = list(run.restart_log.all())
     # Provenance and exports: members only (a share link shows curves and rollouts, not the machine or code).
     facts = {} if share else {"provenance": provenance.summary(run), "repeats": provenance.repeat_differences(run),

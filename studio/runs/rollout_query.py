@@ -22,7 +22,7 @@ from django.db.models.functions import Cast, Left
 from studio.lib import json_limits
 from studio.lib.params import QueryError, flag_param, number_param
 from studio.runs import episodes
-from studio.runs.models import TRAIN_SPLIT, VALIDATION_SPLIT, Rollout, RolloutScore, RunPrompt
+from studio.runs.models import EVAL_SPLIT, TRAIN_SPLIT, VALIDATION_SPLIT, Rollout, RolloutScore, RunPrompt
 from studio.sharing.models import Note
 
 # ?order= value -> the field it sorts by; "-" is descending. Each field has a (run, field, id) index.
@@ -55,17 +55,28 @@ CRITERION, SCORE_MIN, SCORE_MAX = "criterion", "score_min", "score_max"
 PROMPT, REPEAT_MARK = "prompt", "@"
 TEXT = "q"  # a substring of the whole prompt or completion, any case: summaries carry only previews
 HAS_NOTE, NOTE_TAG = "has_note", "note_tag"
-# ?split=train | validation | all: a run's training rollouts (the default, so per-step views never
-# mix in validation samples), the held-out prompts' samples (trainers.run.validation), or both.
+# ?split=train | validation | eval | all: a training run's rollouts (the default, so per-step views never
+# mix in validation samples), the held-out prompts' samples (trainers.run.validation), an evaluation run's
+# samples (trainers.run.evaluate: the default of a run of kind "eval", whose rollouts are all of that split),
+# or every split.
 SPLIT, SPLIT_ALL = "split", "all"
-SPLIT_CHOICES = (TRAIN_SPLIT, VALIDATION_SPLIT, SPLIT_ALL)
+SPLIT_CHOICES = (TRAIN_SPLIT, VALIDATION_SPLIT, EVAL_SPLIT, SPLIT_ALL)
 DEFAULT_SPLIT = TRAIN_SPLIT
 
 
-def opening_split(run_id: int) -> str:
-    """The split the run page's rollout list opens on: training, unless the run has validation rollouts
+def default_split(kind: str) -> str:
+    """The split a run's rollout list shows without ?split=: its evaluation samples for an evaluation run
+    (it has no others), its training rollouts otherwise."""
+    return EVAL_SPLIT if kind == "eval" else DEFAULT_SPLIT
+
+
+def opening_split(run_id: int, kind: str = "train") -> str:
+    """The split the run page's rollout list opens on: an evaluation run's own (even before its first sample
+    arrives, so the live list shows them), else training, unless the run has validation rollouts
     and no training ones yet (a step-0 validation before the first step: the list said "No rollouts yet"
     over 40 rollouts, issue 39); then both, so the training rollouts join the list as they arrive."""
+    if kind == "eval":
+        return EVAL_SPLIT
     rows = Rollout.objects.filter(run_id=run_id)
     if rows.filter(split=TRAIN_SPLIT).exists() or not rows.filter(split=VALIDATION_SPLIT).exists():
         return DEFAULT_SPLIT
@@ -113,9 +124,10 @@ def keyset_page(
     return items, encode_cursor(getattr(items[-1], field), items[-1].pk)
 
 
-def filtered(run_id: int, params) -> QuerySet[Rollout]:
+def filtered(run_id: int, params, default: str = DEFAULT_SPLIT) -> QuerySet[Rollout]:
+    """The run's rollouts that `params` select; `default`: the split without ?split= (default_split)."""
     rows = Rollout.objects.filter(run_id=run_id)
-    split = (params.get(SPLIT) or "").strip() or DEFAULT_SPLIT
+    split = (params.get(SPLIT) or "").strip() or default
     if split not in SPLIT_CHOICES:
         raise QueryError(SPLIT, f"must be one of {', '.join(SPLIT_CHOICES)}")
     if split != SPLIT_ALL:
@@ -194,8 +206,8 @@ def _with_notes(rows: QuerySet[Rollout], run_id: int, params) -> QuerySet[Rollou
     return rows.filter(pk__in=notes.values("rollout_id"))
 
 
-def page(run_id: int, params) -> dict[str, Any]:
-    """{"results": [summaries], "next_cursor": str | None}."""
+def page(run_id: int, params, default: str = DEFAULT_SPLIT) -> dict[str, Any]:
+    """{"results": [summaries], "next_cursor": str | None}; `default`: the split without ?split=."""
     order = params.get("order") or DEFAULT_ORDER
     if order not in ORDERS:
         raise QueryError("order", f"must be one of {', '.join(ORDERS)}")
@@ -203,7 +215,7 @@ def page(run_id: int, params) -> dict[str, Any]:
     limit = max(1, min(limit, MAX_LIMIT))
     field = ORDERS[order]
     descending = order.startswith("-")
-    rows = filtered(run_id, params)
+    rows = filtered(run_id, params, default)
     rows = rows.select_related("run_prompt").defer(
         "completion", "logprobs", "turns", "policy_versions", "run_prompt__content"
     )

@@ -43,7 +43,8 @@ for i, model in enumerate(("base", "step 10")):
         reporter = DatabaseReporter(run.pk)
         reporter.rollouts(0, [Rollout(step=0, prompt_id=str(p), sample_index=k, prompt=f"{task} prompt {p}",
                                       completion=f"{model}/{task}/{p}.{k}", reward=1.0 if k == 0 else 0.0,
-                                      scores={"ok": CriterionScore(1.0 if k == 0 else 0.0)})
+                                      scores={"ok": CriterionScore(1.0 if k == 0 else 0.0)},
+                                      trained=False, split="eval")  # as trainers.run.evaluate reports them
                               for p in range(2) for k in range(2)])
         reporter.flush()
         v = scores[(model, task)]
@@ -88,4 +89,7 @@ def test_the_table_shows_each_cell_and_a_cell_opens_its_own_samples(browser, stu
     listed = page.locator("[data-rollout-list]").inner_text()
     assert "step 10/sums/" in listed
     assert "base/" not in listed and "/words/" not in listed
+    # Shown as evaluation samples (the run's own split, which its list opens on), never as training ones.
+    assert page.locator("tr[data-rollout-id] .tag.split-eval").count() == 4
+    assert page.locator("select[name=split]").input_value() == "eval"
     assert errors == []

@@ -1,6 +1,6 @@
 """Evaluation: k sampled completions (or episodes, with an environment) per prompt from the base
 model or a checkpoint, scored by the rubric: mean reward, mean per criterion, and pass@k when the rubric has a
-pass threshold. Rollouts are reported like training's (step 0).
+pass threshold. Rollouts are reported like training's (step 0), under a split of their own.
 """
 
 from __future__ import annotations
@@ -23,6 +23,10 @@ from trainers.run.records import episode_rollout
 from trainers.run.seeding import seed_everything
 from trainers.run.suite_stats import cell_scores, pass_at_k, pass_ks, reward_estimate
 from trainers.spec import RunSpec
+
+# Rollout.split of an evaluation's samples (studio.runs.models.EVAL_SPLIT): never trained on, and kept apart from
+# training rollouts in the inspector and the rollout list.
+SPLIT = "eval"
 
 
 @dataclass
@@ -135,7 +139,9 @@ def sample_prompts(
                     sample_index=j,
                     reward=reward,
                     prompt=ep.messages if multi_turn else scored.prompt.row.prompt,
+                    trained=False,
                     multi_turn=multi_turn,
+                    split=SPLIT,
                 )  # fmt: skip
                 for j, (ep, r, reward) in enumerate(zip(scored.episodes, group, totals, strict=True))
             ]

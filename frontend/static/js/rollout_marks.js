@@ -20,12 +20,18 @@ export function hintedBadge(it) {
   return `<span class="tag hinted" data-hinted title="hinted retry: the answer began with${share} of the reference solution">hinted${share}</span>`;
 }
 
-// A validation rollout (a held-out prompt sampled after the step) says so; a training rollout
-// that was not trained on (dynamic sampling dropped its group, or the batch was full) says that.
-// `split`: the server's split rules (rules.rollouts.split).
+// A validation rollout (a held-out prompt sampled after the step) or an evaluation run's sample says so;
+// a training rollout that was not trained on (dynamic sampling dropped its group, or the batch was full)
+// says that. `split`: the server's split rules (rules.rollouts.split).
+const SPLIT_TITLES = {
+  validation: "sampled from a held-out prompt after this step; never trained on",
+  eval: "sampled by an evaluation run; never trained on",
+};
+
 export function splitTag(it, split) {
   if ((it.split || split.default) !== split.default) {
-    return ` <span class="tag split-${esc(it.split)}" title="sampled from a held-out prompt after this step; never trained on">${esc(it.split)}</span>`;
+    const title = SPLIT_TITLES[it.split] || "not a training rollout; never trained on";
+    return ` <span class="tag split-${esc(it.split)}" title="${esc(title)}">${esc(it.split)}</span>`;
   }
   return it.trained === false ? ' <span class="tag untrained" title="not trained: its group was dropped by dynamic sampling or generated beyond the batch">untrained</span>' : "";
 }

@@ -53,7 +53,7 @@ def test_an_unknown_split_is_refused_naming_the_choices(api, alice, run, written
     api.force_authenticate(alice)
     response = api.get(url(run, split="test"))
     assert response.status_code == 400
-    assert response.json() == {"split": "must be one of train, validation, all"}
+    assert response.json() == {"split": "must be one of train, validation, eval, all"}
 
 
 def test_a_validation_rollout_s_group_holds_only_validation_samples(api, alice, run, written):
@@ -79,7 +79,7 @@ def test_validation_rollouts_are_read_by_members_and_share_links_only(api, alice
 
 def test_the_page_rules_name_the_split_filter_and_its_default():
     assert rollout_rules()["split"] == {"param": "split", "default": "train", "all": "all",
-                                        "choices": ["train", "validation", "all"]}  # fmt: skip
+                                        "choices": ["train", "validation", "eval", "all"]}  # fmt: skip
 
 
 def test_live_summaries_carry_their_split(run, written):

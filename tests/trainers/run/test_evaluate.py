@@ -38,6 +38,8 @@ def test_it_samples_k_per_prompt_and_reports_pass_at_k(tiny_model_path, tmp_path
     rollouts = [r for _, batch in reporter.rollout_batches for r in batch]
     assert len(rollouts) == 12 and {r.sample_index for r in rollouts} == {0, 1, 2, 3}
     assert [r.prompt_id for r in rollouts[::4]] == ["1", "2", "3"]  # file order
+    # Evaluation samples, filed apart from training rollouts (issue 40) and never trained on.
+    assert {(r.split, r.trained) for r in rollouts} == {("eval", False)}
     expected = 1.0 if passes else 0.0
     assert result.metrics["eval/reward/mean"] == expected
     assert result.metrics["eval/reward/any/mean"] == expected
