@@ -195,6 +195,7 @@ class StepParts:
     update: Any = None
     step_count: int = 0
     last_checkpoint: str | None = None
+    validation_pending: bool = False
 
     def rollouts(self, groups: list, trained: list, step: int) -> list:
         """`groups` of step `step` as the run reports them (`trained`: the groups it trained on)."""

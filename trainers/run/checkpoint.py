@@ -87,6 +87,7 @@ class TrainerState(Protocol):
     engine: RolloutEngine
     hinter: Hinter | None
     last_checkpoint: str | None
+    validation_pending: bool
 
 
 STATE_FILE = "trainer_state.pt"
@@ -287,6 +288,8 @@ def _write_parts(trainer: TrainerState, tmp: Path, rank: int, world: int, *, fin
                 "data": trainer.source.state_dict(),
                 "curriculum": trainer.curriculum.state_dict(),
                 "hints": trainer.hinter.schedule.state_dict() if trainer.hinter is not None else None,
+                # A stop cut this step's validation short: the resumed run validates the step first.
+                "validation_pending": trainer.validation_pending,
             },
             tmp / STATE_FILE,
         )
@@ -308,6 +311,7 @@ def load_trainer_state(trainer: TrainerState, path: str | Path) -> None:
     rank, _ = _place()
     state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)  # our own file (see _own_state)
     trainer.step_count = int(state["step"])
+    trainer.validation_pending = bool(state.get("validation_pending", False))  # older checkpoints: validated
     if has_shards(path):
         load_shards(trainer.model, trainer.optimizer, path / SHARDS_DIR)
     else:

@@ -162,6 +162,7 @@ class Trainer:
                                    lockstep=self.lockstep)  # fmt: skip
         self.last_checkpoint: str | None = None
         self.mid_step: Callable[[], None] | None = None  # while fit runs alone: raises StepStopped on a stop
+        self.validation_pending = False  # the current step's validation is due and not yet reported
         self.checkpoints = CheckpointSchedule(spec.checkpoint, self.dist, self.device)  # its clock starts now
         self.failures = FailureWatch(spec.reward.failure_warn_share, spec.reward.stop_after_failing_steps)
         self.tool_silence = ToolSilence(spec)
@@ -194,8 +195,10 @@ class Trainer:
         stopped = False
         failed: str | None = None
         try:
-            if self.step_count == 0:  # the step-0 baseline (at_start); a resumed run validated its step
-                if self.validator is not None and self.validator.due(0):  # before the checkpoint it resumed from
+            # The step-0 baseline (at_start). A resumed run validated its step before the checkpoint it
+            # resumed from, unless a stop cut that validation short (`validation_pending`): then it goes first.
+            if self.step_count == 0 or self.validation_pending:
+                if self.validator is not None and self.validator.due(self.step_count):
                     self.startup.validation(len(self.validator.prompts))
                 self._validate()
             if self.step_count < spec.optim.total_steps:
@@ -346,8 +349,10 @@ class Trainer:
         """Validation after the current step when it is due (trainers.run.validation); the main process
         alone samples it, on its own random stream, and reports it."""
         if self.validator is not None and self.dist.is_main and self.validator.due(self.step_count):
+            self.validation_pending = True  # until it has run: a stop inside it leaves it to the resumed run
             with self.collector.exclusive():
                 self.validator.run(self.step_count, self.engine, self.rubric, self.tokenizer, self.reporter)
+        self.validation_pending = False
 
     def _save(self, final: bool = False) -> None:
         """Every process writes its shards and its own state (trainers.run.checkpoint); rank 0 reports.

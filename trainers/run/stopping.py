@@ -30,13 +30,16 @@ class StepStopped(Exception):  # noqa: N818 - it is a stop, not an error
     """A stop was asked for inside a step: the step is dropped (trainers.run.loop catches it)."""
 
 
+ASK_EVERY_S = 0.2  # inside a step: per token it would cost a read of the cancel flag
+
+
 class StopWatch:
     """The run's `should_stop`, remembered once it has said stop, and asked at most every `every_s`
-    inside a step (per token it would cost a read of the cancel flag otherwise)."""
+    (ASK_EVERY_S) inside a step."""
 
-    def __init__(self, should_stop: Callable[[], bool | str], every_s: float = 0.2) -> None:
+    def __init__(self, should_stop: Callable[[], bool | str], every_s: float | None = None) -> None:
         self.should_stop = should_stop
-        self.every_s = every_s
+        self.every_s = ASK_EVERY_S if every_s is None else every_s
         self.answer: bool | str = False
         self.asked_at = float("-inf")
 

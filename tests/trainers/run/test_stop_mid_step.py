@@ -7,8 +7,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.trainers.helpers import tiny_spec
 from trainers.report import STOP_NOW, MemoryReporter
+from trainers.run import stopping
 from trainers.run.loop import train
 
 MAX_TOKENS = 1500  # a step of 2 x 4 such completions takes minutes on 2 shared cores (60 s per 400 tokens)
@@ -16,21 +19,26 @@ STOP_BOUND_S = 10.0  # from the stop's first true answer to train() returning
 
 
 class StopAfter:
-    """`should_stop` that says `answer` from `delay_s` after it was first asked inside a step; notes when."""
+    """`should_stop` that says `answer` from its `asks`-th question on (the first is asked between steps, the
+    rest inside the step, one per sampled token with the watch's interval at 0), and notes when. Counted, not
+    timed: on a quiet machine the tiny model's step can end within any fixed delay."""
 
-    def __init__(self, reporter: MemoryReporter, delay_s: float, answer: bool | str = True) -> None:
-        self.reporter, self.delay_s, self.answer = reporter, delay_s, answer
-        self.first_asked: float | None = None
+    def __init__(self, reporter: MemoryReporter, asks: int, answer: bool | str = True) -> None:
+        self.reporter, self.asks, self.answer = reporter, asks, answer
+        self.asked = 0
         self.stopped_at: float | None = None
 
     def __call__(self) -> bool | str:
-        now = time.monotonic()
-        if self.first_asked is None:
-            self.first_asked = now
-        if now - self.first_asked < self.delay_s:
+        self.asked += 1
+        if self.asked < self.asks:
             return False
-        self.stopped_at = self.stopped_at or now
+        self.stopped_at = self.stopped_at or time.monotonic()
         return self.answer
+
+
+@pytest.fixture(autouse=True)
+def ask_at_every_token(monkeypatch):
+    monkeypatch.setattr(stopping, "ASK_EVERY_S", 0.0)
 
 
 def long_spec(model, tmp_path, **overrides):
@@ -39,7 +47,7 @@ def long_spec(model, tmp_path, **overrides):
 
 def test_a_stop_during_the_first_step_ends_it_within_seconds_with_no_checkpoint(tiny_model_path, tmp_path):
     reporter = MemoryReporter()
-    stop = StopAfter(reporter, delay_s=1.0)
+    stop = StopAfter(reporter, asks=20)  # the 19th token of step 1
     result = train(long_spec(tiny_model_path, tmp_path), reporter, should_stop=stop)
     took = time.monotonic() - stop.stopped_at
     print(f"stopped mid-step 1 in {took:.2f} s")
@@ -58,7 +66,7 @@ def test_a_stop_during_a_later_step_keeps_the_last_whole_steps_checkpoint(tiny_m
     weights = {p.name: p.stat().st_mtime_ns for p in sorted(Path(step_1).rglob("*")) if p.is_file()}
 
     reporter = MemoryReporter()
-    stop = StopAfter(reporter, delay_s=1.5)
+    stop = StopAfter(reporter, asks=20)  # the 19th token of step 2
     spec = long_spec(tiny_model_path, tmp_path / "b", checkpoint={"resume_from": step_1})
     result = train(spec, reporter, should_stop=stop)
     took = time.monotonic() - stop.stopped_at

@@ -11,6 +11,7 @@ from tests.trainers.helpers import stepped, tiny_spec
 from trainers.data.readers import DataError
 from trainers.demos.demo import HELD_OUT_PROMPTS, make_demo_dataset
 from trainers.report import MemoryReporter
+from trainers.run import stopping
 from trainers.run.checkpoint import list_checkpoints
 from trainers.run.evaluate import sampled_metrics
 from trainers.run.loop import train
@@ -210,7 +211,8 @@ def test_a_resumed_run_goes_on_with_the_schedule_and_the_same_validation_samples
 
     first = MemoryReporter()
     spec = tiny_spec(tiny_model_path, tmp_path / "split", **overrides)
-    train(spec, first, should_stop=lambda: len(training_points(first)) == 2)
+    # Stopped once step 2 is whole: validated, then checkpointed (a stop inside its validation: the next test).
+    train(spec, first, should_stop=lambda: len(first.checkpoints) == 1)
     resumed = MemoryReporter()
     spec = tiny_spec(tiny_model_path, tmp_path / "split", **overrides)
     spec.checkpoint.resume_from = "latest"
@@ -221,6 +223,38 @@ def test_a_resumed_run_goes_on_with_the_schedule_and_the_same_validation_samples
     got = {k: v for k, v in validation_points(resumed)[-1][1].items() if k.startswith("val/")}
     assert got == pytest.approx(expected)
     completions = [r.completion for r in rollouts_of(whole, "validation") if r.step == 4]
+    assert [r.completion for r in rollouts_of(resumed, "validation")] == completions
+
+
+def test_a_stop_inside_a_validation_leaves_it_to_the_resumed_run(tiny_model_path, tmp_path, monkeypatch):
+    """A stop asked for while step 2's validation samples cuts it short (a stop ends within a token); the
+    step itself is whole, so its checkpoint is kept and the resumed run validates step 2 first, with the
+    samples an uninterrupted run drew, then goes on with the schedule."""
+    # Asked at every token, so the stop lands inside the validation however fast this machine samples it.
+    monkeypatch.setattr(stopping, "ASK_EVERY_S", 0.0)
+    overrides = {
+        "optim": {"total_steps": 4, "seed": 5},
+        "checkpoint": {"every_n_steps": 2},
+        "validation": {"path": held_out_dataset(tmp_path), "every_n_steps": 2, "samples_per_prompt": 2},
+    }
+    whole = MemoryReporter()
+    train(tiny_spec(tiny_model_path, tmp_path / "whole", **overrides), whole)
+
+    first = MemoryReporter()
+    spec = tiny_spec(tiny_model_path, tmp_path / "split", **overrides)
+    result = train(spec, first, should_stop=lambda: len(training_points(first)) == 2)  # asked inside step 2's validation
+    assert result.status == "cancelled" and [s for s, _ in first.checkpoints] == [2]
+    assert [s for s, _ in validation_points(first)] == [0]
+    resumed = MemoryReporter()
+    spec = tiny_spec(tiny_model_path, tmp_path / "split", **overrides)
+    spec.checkpoint.resume_from = "latest"
+    train(spec, resumed)
+    assert [s for s, _ in validation_points(resumed)] == [2, 4]
+    for (_, got), (_, expected) in zip(validation_points(resumed), validation_points(whole)[1:], strict=True):
+        assert {k: v for k, v in got.items() if k.startswith("val/")} == pytest.approx(
+            {k: v for k, v in expected.items() if k.startswith("val/")}
+        )
+    completions = [r.completion for r in rollouts_of(whole, "validation") if r.step >= 2]
     assert [r.completion for r in rollouts_of(resumed, "validation")] == completions
 
 
