@@ -15,7 +15,17 @@ from studio.lib.api_schema import SHARE, id_parameter, partial_run_spec
 from studio.lib.params import QueryError, number_param
 from studio.lib.team_api import query_id
 from studio.runs import api_docs as docs
-from studio.runs import episodes, exports, html_report, lifecycle, prompt_stat_query, queueing, rollout_query, texts
+from studio.runs import (
+    episodes,
+    exports,
+    html_report,
+    lifecycle,
+    prompt_stat_query,
+    queueing,
+    rollout_query,
+    run_sort,
+    texts,
+)
 from studio.runs.access import readable_run
 from studio.runs.models import (
     KINDS,
@@ -172,9 +182,11 @@ class EvaluateSerializer(serializers.Serializer):
 @extend_schema_view(list=extend_schema(parameters=[
     id_parameter("team", "Only this team's runs."), id_parameter("experiment", "Only this experiment's runs."),
     OpenApiParameter("state", str, enum=[s for s, _ in STATES]), OpenApiParameter("kind", str, enum=[k for k, _ in KINDS]),
+    OpenApiParameter(run_sort.SORT, str, description="Sort by a metric's last value: a metric key (suite/<task>/pass@1), "
+                     "descending with a leading -; runs without it last. Default: newest first."),
 ]))  # fmt: skip
 class RunViewSet(ShareViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Runs (launched from experiments). Filters: ?team=&experiment=&state=&kind=."""
+    """Runs (launched from experiments). Filters: ?team=&experiment=&state=&kind=; ?sort=[-]<metric key>."""
 
     serializer_class = RunSerializer
     permission_classes = [IsAuthenticated, perms.TeamRole]
@@ -192,7 +204,7 @@ class RunViewSet(ShareViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
         for name in ("state", "kind"):
             if self.request.query_params.get(name):
                 runs = runs.filter(**{name: self.request.query_params[name]})
-        return runs
+        return run_sort.by_metric(runs, self.request.query_params.get(run_sort.SORT))  # QueryError: 400
 
     def get_serializer_class(self):
         # An action's own serializer_class (clone's body) is the view's for that action: keep it.

@@ -17,7 +17,8 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from studio.accounts import permissions as perms
 from studio.experiments.specs import asynchrony_note
 from studio.lib.errors import Refused
-from studio.runs import exports, lifecycle, panels, prompt_stat_query, provenance, queueing, rollout_query
+from studio.lib.params import QueryError
+from studio.runs import exports, lifecycle, panels, prompt_stat_query, provenance, queueing, rollout_query, run_sort
 from studio.runs.models import PROMPT_STATUSES, Run, RunEvent
 from studio.sharing.models import ShareLink
 from studio.sharing.share_view import share_view
@@ -53,8 +54,15 @@ def runs(request: HttpRequest) -> HttpResponse:
     state = request.GET.get("state")
     if state:
         rows = rows.filter(state=state)
-    context = {"runs": rows.order_by("-created")[:200], "state": state, "answers": answers}
-    return render(request, "runs/list.html", context, status=409 if answers else 200)
+    rows, sort = rows.order_by("-created"), (request.GET.get(run_sort.SORT) or "").strip()
+    try:  # ?sort=[-]<metric key>: by its last value, the value in a column of its own
+        sort_key, sort_error = (run_sort.metric_key(sort) or ("", False))[0], ""
+        rows = run_sort.by_metric(rows, sort)
+    except QueryError as exc:  # said above the table, which stays newest first
+        sort_key, sort_error = "", str(exc)
+    context = {"runs": rows[:200], "state": state, "answers": answers, "sort": sort, "sort_key": sort_key,
+               "sort_error": sort_error}  # fmt: skip
+    return render(request, "runs/list.html", context, status=409 if answers else 400 if sort_error else 200)
 
 
 def _export_losses(run: Run) -> dict:
