@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,6 +21,7 @@ from studio.serving.refs import ModelRef
 PATHS = {"chat": "/v1/chat/completions", "completion": "/v1/completions"}
 KINDS = {"chat": ("chat.completion", "chat.completion.chunk"), "completion": ("text_completion", "text_completion")}
 MAX_ERROR_CHARS = 500
+TOUCH_EVERY_S = 5.0  # a flowing stream stamps its server's last_used this often, so the idle stop spares it
 
 
 class ServingError(Exception):
@@ -38,8 +40,9 @@ def payload(ref: ModelRef, checked: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-async def _open(ref: ModelRef, kind: str, checked: dict[str, Any]) -> tuple[httpx.AsyncClient, httpx.Response]:
-    """The model process's response, its status 200; one new start when a ready process is gone."""
+async def _open(ref: ModelRef, kind: str, checked: dict[str, Any]) -> tuple[httpx.AsyncClient, httpx.Response, int]:
+    """The model process's response, its status 200, and its server's id; one new start when a ready
+    process is gone."""
     for attempt in range(2):
         try:
             server = await servers.ready(ref)
@@ -57,7 +60,7 @@ async def _open(ref: ModelRef, kind: str, checked: dict[str, Any]) -> tuple[http
                 raise ServingError(503, f"the model server for {ref.name} does not answer", "model_not_ready") from None
             continue
         if response.status_code == 200:
-            return client, response
+            return client, response, server.pk
         raw = (await response.aread())[: 64 * 1024]
         await response.aclose()
         await client.aclose()
@@ -79,7 +82,7 @@ def _engine_error(status: int, raw: bytes) -> ServingError:
 
 
 async def complete(ref: ModelRef, kind: str, checked: dict[str, Any]) -> dict[str, Any]:
-    client, response = await _open(ref, kind, {**checked, "stream": False})
+    client, response, _ = await _open(ref, kind, {**checked, "stream": False})
     try:
         return await relay.read_answer(response, ref.name, KINDS[kind][0])
     except relay.BadAnswer as exc:
@@ -94,11 +97,11 @@ async def complete(ref: ModelRef, kind: str, checked: dict[str, Any]) -> dict[st
 
 async def stream(ref: ModelRef, kind: str, checked: dict[str, Any]) -> AsyncIterator[dict[str, Any] | str]:
     """Open the stream (ServingError now, before any event) and return its checked events."""
-    client, response = await _open(ref, kind, {**checked, "stream": True})
+    client, response, server_id = await _open(ref, kind, {**checked, "stream": True})
 
     async def events() -> AsyncIterator[dict[str, Any] | str]:
         try:
-            async for event in relay.relay_events(response, ref.name, KINDS[kind][1]):
+            async for event in stamped(relay.relay_events(response, ref.name, KINDS[kind][1]), server_id):
                 yield event
         except httpx.TransportError as exc:
             raise relay.BadAnswer(f"the model server broke off ({type(exc).__name__})") from None
@@ -109,6 +112,22 @@ async def stream(ref: ModelRef, kind: str, checked: dict[str, Any]) -> AsyncIter
             await sync_to_async(_touch_ref)(ref.name)
 
     return events()
+
+
+def touch_every_s() -> float:
+    """How often a stream stamps its server: well inside the idle time, however short that is set."""
+    return min(TOUCH_EVERY_S, settings.SERVING_IDLE_S / 4)
+
+
+async def stamped(events: AsyncIterator[Any], server_id: int) -> AsyncIterator[Any]:
+    """`events` passed through, the server's last_used stamped while they flow (at most every
+    touch_every_s()), so a stream longer than SERVING_IDLE_S is not stopped by the idle stop mid-way."""
+    every, last = touch_every_s(), time.monotonic()
+    async for event in events:
+        if time.monotonic() - last >= every:
+            last = time.monotonic()
+            await sync_to_async(servers.touch)(server_id)
+        yield event
 
 
 def _touch_ref(name: str) -> None:
