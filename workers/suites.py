@@ -3,7 +3,9 @@
 For each model whose pairs are still queued: the first pair's run takes the GPU lease and starts
 (workers.launch.claim, as an evaluation run does; a run whose GPU is busy sends the whole job back to
 the queue, and the pairs already ended are skipped when it comes back), the model's other pairs start
-beside it, and the trainer's `evaluate_suite` runs every task on the model once it is loaded. Each
+beside it, each records its provenance as a run does (workers.provenance: its data snapshotted, which the task
+then reads, so "Run again exactly" can repeat the pair), and the trainer's `evaluate_suite` runs every task on
+the model once it is loaded. Each
 pair reports to its own run (a DatabaseReporter: rollouts, eval/ metrics, log), its scores go to its
 SuiteResult row, and the pairs end together when the model is done, the lead pair last (its end
 releases the lease). A suite run on a training run's checkpoint also writes its scores as that run's
@@ -25,9 +27,9 @@ from studio.runs import events, lifecycle, placement, reports
 from studio.runs.models import CANCELLED, FAILED, QUEUED, SUCCEEDED
 from trainers.report import failure_detail
 from trainers.spec.suite import SuiteSpec
-from workers import launch
+from workers import launch, provenance
 from workers.reporting import CancelCheck, DatabaseReporter
-from workers.tasks import _hostname, _start_heartbeat
+from workers.tasks import _hostname, _start_heartbeat, run_spec
 
 log = logging.getLogger(__name__)
 SCORE_FIELDS = ("reward_mean", "pass_at_1", "pass_at_k")
@@ -109,7 +111,7 @@ def _add_curves(run_id: int, step: int, values: dict[str, float]) -> None:
 def _run_model(suite_run: SuiteRun, spec, results: list[SuiteResult], worker: str) -> None:
     from trainers.run.suite import evaluate_suite  # torch: only a worker that runs a suite imports it
 
-    started = _start_pairs(results, worker)
+    started, devices = _start_pairs(results, worker)
     if not started:
         return
     beats = [_start_heartbeat(r.run_id) for r in started]
@@ -118,7 +120,7 @@ def _run_model(suite_run: SuiteRun, spec, results: list[SuiteResult], worker: st
     try:
         for result in started:  # the path policy again, right before anything is read
             paths.refuse(paths.policy_errors(result.run.spec, suite_run.team))
-        evaluate_suite(spec, pairs, pairs.should_stop)
+        evaluate_suite(_pinned(spec, started, devices), pairs, pairs.should_stop)
         outcome = {
             task: pairs.states.get(task, ("failed", "the suite ended before this pair")) for task in pairs.by_task
         }
@@ -137,8 +139,19 @@ def _run_model(suite_run: SuiteRun, spec, results: list[SuiteResult], worker: st
         _finish(result, pairs.reporters[result.task], *outcome[result.task])
 
 
-def _start_pairs(results: list[SuiteResult], worker: str) -> list[SuiteResult]:
-    """Claim the GPU lease with the first pair that is still queued, then start the rest beside it."""
+def _pinned(spec: SuiteSpec, started: list[SuiteResult], devices: list[str]) -> SuiteSpec:
+    """Record each started pair's provenance on its run (as workers.tasks does for a run) and return the suite
+    (one model's) with each task reading what its pair's record pinned: the data and environment files as
+    snapshotted, so the pair evaluates exactly the bytes its record digested."""
+    pins = {r.task: provenance.record(r.run, run_spec(r.run), devices) for r in started}
+    tasks = [t.model_copy(update={"data": pins[t.name].data, "environment": pins[t.name].environment})
+             if t.name in pins else t for t in spec.tasks]  # fmt: skip
+    return spec.model_copy(update={"tasks": tasks})
+
+
+def _start_pairs(results: list[SuiteResult], worker: str) -> tuple[list[SuiteResult], list[str]]:
+    """Claim the GPU lease with the first pair that is still queued, then start the rest beside it; the pairs
+    started and the lease's devices."""
     for i, lead in enumerate(results):
         devices = launch.claim(lead.run, worker)  # GpusBusy: the job goes back to the queue
         if devices is None:  # cancelled (or taken) meanwhile
@@ -148,8 +161,8 @@ def _start_pairs(results: list[SuiteResult], worker: str) -> list[SuiteResult]:
         started = [lead, *rest]
         for result in started:
             result.run.refresh_from_db(fields=["restarts", "state"])
-        return started
-    return []
+        return started, devices
+    return [], []
 
 
 def _finish(result: SuiteResult, reporter: DatabaseReporter, state: str, detail: str) -> None:

@@ -81,6 +81,18 @@ class SuiteRunTest(StudioTestCase):
             self.assertEqual(states, ["queued", "running", "succeeded"])
         self.assertEqual((results[0].pass_at_1, results[0].pass_at_1_low, results[0].pass_at_1_high), (1.0, 1.0, 1.0))
         self.assertEqual(results[2].run.spec["eval"]["checkpoint"], checkpoint.path)
+        # Each pair recorded its provenance as a run does: its data digested and snapshotted in its own folder, so
+        # "Run again exactly" repeats it on those bytes.
+        for r in results:
+            run = Run.objects.get(pk=r.run_id)
+            (data,) = [i for i in run.provenance["inputs"] if i["field"] == "data.path"]
+            self.assertEqual(data["path"], run.spec["data"]["path"])
+            self.assertTrue(data["snapshot"].startswith(str(self.data_dir / "runs" / str(run.pk))), data)
+            self.assertEqual(run.action_refusals()["rerun"], "")
+        first = Run.objects.get(pk=results[0].run_id)
+        again, _ = lifecycle.rerun_exactly(first, self.bob)
+        (pinned,) = [i["snapshot"] for i in first.provenance["inputs"] if i["field"] == "data.path"]
+        self.assertEqual((again.kind, again.spec["data"]["path"], again.repeat_of_id), ("eval", pinned, first.pk))
         # Again (a job sent twice): nothing is left queued, so nothing is done twice.
         self.assertEqual(execute_suite(suite_run.pk, "test-worker"), "done")
         self.assertEqual(Rollout.objects.filter(run=results[0].run).count(), 6)
