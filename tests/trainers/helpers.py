@@ -207,33 +207,31 @@ class StepParts:
 
     def step(self) -> tuple[Any, dict[str, float]]:
         """One step of the parts, one process, as `Trainer.step` runs them: collect, adapt a procedural task's
-        difficulty, update on the kept groups (parts built without the update collect only; none when nothing
-        was kept), the schedule moves on; returns what was collected and the step's metrics (the update's,
-        rewards, responses, episodes, timings, IGPO's gains, curriculum, hints, procedural/)."""
+        difficulty, off-policy guidance's rows, update on the kept groups (parts built without the update
+        collect only; none when nothing was kept), the schedule moves on; returns what was collected and the
+        step's metrics, put together by the trainer's own code (trainers.run.step_metrics.the_step_metrics)."""
         import time
 
-        from trainers.run.step_metrics import reward_metrics, step_metrics
+        from trainers.run.step_metrics import the_step_metrics
+        from trainers.update.guidance import guidance_batch
         from trainers.update.optimizer import advance_schedule
 
         started = time.perf_counter()
         found = self.collector.collect(self.step_count)
         procedural = self.collector.adapt_difficulty(found.generated)
+        train_groups = found.kept[: self.collector.local_prompts]
         train_started = time.perf_counter()
-        metrics = self.update(found.kept, self.step_count, None) if self.update is not None and found.kept else {}
+        guidance, guidance_metrics = guidance_batch(
+            found.generated, self.spec.algorithm, self.tokenizer, self.curriculum.passes,
+            pad_id=self.tokenizer.pad_token_id, device=self.collector.device,
+        )  # fmt: skip
+        update = (
+            self.update(train_groups, self.step_count, guidance) if self.update is not None and train_groups else {}
+        )
         lr = advance_schedule(self.scheduler)
         self.step_count += 1
-        timings = found.timings | {"step": time.perf_counter() - started, "train": time.perf_counter() - train_started}
-        first_round = found.generated[: self.spec.optim.prompts_per_step]
-        epoch = self.source.epoch + self.source.index / len(self.source.prompts)
-        metrics |= (
-            reward_metrics(first_round, self.rubric.names)
-            | step_metrics(first_round, found.generated, found.kept, timings, rounds=found.rounds, lr=lr, epoch=epoch,
-                           multi_turn=self.spec.environment is not None, device=self.collector.device)
-            | found.info_gain_metrics
-            | self.curriculum.metrics()
-            | (self.hinter.step_metrics() if self.hinter is not None else {})
-            | procedural
-        )  # fmt: skip
+        metrics = the_step_metrics(self, found, train_groups, update, lr=lr, started=started,
+                                   train_started=train_started, guidance=guidance_metrics, procedural=procedural)  # fmt: skip
         return found, metrics
 
 

@@ -39,6 +39,7 @@ from trainers.report import NullReporter, Reporter, Rollout, RunResult, failure_
 from trainers.rewards.rubric import Rubric
 from trainers.rollout.engines.base import RolloutEngine
 from trainers.rollout.engines.catalog import create_engine
+from trainers.rollout.progress import GenerationProgress
 from trainers.run import checkpoint, sft, validation
 from trainers.run.checkpoint import CheckpointSchedule, save_checkpoint
 from trainers.run.collection import GroupCollector, training_prompts
@@ -48,7 +49,7 @@ from trainers.run.records import step_rollouts
 from trainers.run.sampler import SamplerSync, sampling_copy, sampling_params
 from trainers.run.seeding import seed_everything
 from trainers.run.startup import Startup
-from trainers.run.step_metrics import reward_metrics, step_metrics
+from trainers.run.step_metrics import the_step_metrics
 from trainers.run.stopping import StepStart, StepStopped, StopWatch
 from trainers.run.tool_silence import ToolSilence
 from trainers.scale.distributed import (
@@ -174,6 +175,11 @@ class Trainer:
             hinter=self.hinter, sampling=sampling_params(spec), sampling_model=self.sampler.sampling_model,
             steps_done=lambda: self.step_count,
         )  # fmt: skip
+        # How far a sampling is (a step's, a validation's), in the log at most every few seconds (issue 39).
+        progress = GenerationProgress(reporter.log)
+        self.engine.completed, self.engine.decoding, self.collector.progress = progress.add, progress.decoding, progress
+        if self.validator is not None:
+            self.validator.progress = progress
         if resume_dir is not None:
             checkpoint.load_trainer_state(self, resume_dir)
             # A sharded checkpoint's weights were loaded into the sharded model just now: the
@@ -291,34 +297,9 @@ class Trainer:
         lr = advance_schedule(self.scheduler)
         self.step_count += 1  # the policy's version: updates applied
         self._sync_sampler()
-
-        timings = found.timings
-        timings["step"] = time.perf_counter() - started
-        timings["train"] = time.perf_counter() - train_started
-        if self.spec.rollout.asynchronous.runs_ahead:
-            metrics |= self.collector.async_metrics(found, train_groups, self.step_count)
-        first_round = found.generated[: self.local_prompts]
-        self.failures.remember_errors(first_round)
-        metrics = (
-            metrics
-            | reward_metrics(first_round, self.rubric.names)
-            | step_metrics(
-                first_round,
-                found.generated,
-                train_groups,
-                timings,
-                rounds=found.rounds,
-                lr=lr,
-                epoch=self.source.epoch + self.source.index / len(self.source.prompts),
-                multi_turn=self.spec.environment is not None,
-                device=self.device,
-            )  # fmt: skip
-            | found.info_gain_metrics
-            | guidance_metrics
-            | self.curriculum.metrics()
-            | (self.hinter.step_metrics() if self.hinter is not None else {})
-            | procedural
-        )
+        metrics = the_step_metrics(self, found, train_groups, metrics, lr=lr, started=started,
+                                   train_started=train_started, guidance=guidance_metrics, procedural=procedural)  # fmt: skip
+        self.failures.remember_errors(found.generated[: self.local_prompts])
         return StepRecord(metrics, found.generated, {id(grp) for grp in train_groups})
 
     def _guidance(self, groups: list[Group]) -> tuple[TokenBatch | None, dict[str, float]]:

@@ -1,7 +1,11 @@
 """A step's metrics beside the update's own: rewards (per criterion, with failure rates), responses,
-episodes, timing, throughput and the data position."""
+episodes, timing, throughput and the data position; `the_step_metrics` puts a step's together, for a run
+(trainers.run.loop.Trainer.step) and for the parts of a step built alone in tests alike."""
 
 from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
@@ -10,6 +14,14 @@ from trainers.episodes import Episode
 from trainers.rollout.environments.tool_calls import well_formed
 from trainers.run.failure_watch import FAILURE_RATE
 from trainers.update.groups import Group
+
+if TYPE_CHECKING:  # types only: the parts a step's metrics read
+    from trainers.curriculum.hints import Hinter
+    from trainers.curriculum.state import Curriculum
+    from trainers.data.source import PromptSource
+    from trainers.rewards.rubric import Rubric
+    from trainers.run.collection import Collected, GroupCollector
+    from trainers.spec import RunSpec
 
 
 def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
@@ -84,3 +96,52 @@ def step_metrics(
     if device.type == "cuda":
         metrics["perf/gpu_mem_peak_gb"] = torch.cuda.max_memory_allocated(device) / 2**30
     return metrics
+
+
+class MetricParts(Protocol):
+    """What a step's metrics read of the run's parts (a Trainer, or a step's parts built alone)."""
+
+    spec: RunSpec
+    step_count: int
+    rubric: Rubric
+    source: PromptSource
+    curriculum: Curriculum
+    hinter: Hinter | None
+    collector: GroupCollector
+
+
+def the_step_metrics(
+    parts: MetricParts, found: Collected, train_groups: list[Group], update: dict[str, float], *, lr: float,
+    started: float, train_started: float, guidance: dict[str, float], procedural: dict[str, float],
+) -> dict[str, float]:  # fmt: skip
+    """The metrics of the step just taken (`parts.step_count`: updates applied), as a run reports them: the
+    update's (`update`), the pipeline's when asynchronous, the rewards of this process's first round of groups,
+    responses, episodes, the timings since `started` (the whole step) and `train_started` (the update on),
+    throughput, the data position, IGPO's gains, `guidance`'s, the curriculum's, the hints' and a procedural
+    task's difficulty (`procedural`). Completes `found.timings` (the step's and the update's seconds)."""
+    collector, timings = parts.collector, found.timings
+    timings["step"] = time.perf_counter() - started
+    timings["train"] = time.perf_counter() - train_started
+    if parts.spec.rollout.asynchronous.runs_ahead:  # reads the step's seconds, sets generate/score to its window
+        update = update | collector.async_metrics(found, train_groups, parts.step_count)
+    first_round = found.generated[: collector.local_prompts]
+    return (
+        update
+        | reward_metrics(first_round, parts.rubric.names)
+        | step_metrics(
+            first_round,
+            found.generated,
+            train_groups,
+            timings,
+            rounds=found.rounds,
+            lr=lr,
+            epoch=parts.source.epoch + parts.source.index / len(parts.source.prompts),
+            multi_turn=parts.spec.environment is not None,
+            device=collector.device,
+        )
+        | found.info_gain_metrics
+        | guidance
+        | parts.curriculum.metrics()
+        | (parts.hinter.step_metrics() if parts.hinter is not None else {})
+        | procedural
+    )
