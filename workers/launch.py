@@ -49,7 +49,8 @@ def claim(run: Run, worker: str) -> list[str] | None:
             return None
     if not Run.objects.filter(pk=run.pk, state=QUEUED).exists():
         return None
-    lifecycle.note_waiting(run.pk, leases.waiting_reason(count, worker, pool.devices, pool.own if one else None))
+    reason = leases.waiting_reason(count, worker, pool.devices, pool.own if one else None, team_id=run.team_id)
+    lifecycle.note_waiting(run.pk, reason)
     raise GpusBusy(f"run {run.pk} waits for {count} GPU(s) on {worker}")
 
 

@@ -11,6 +11,10 @@ the run, which covers the worker finishing it, a cancel, and the sweeper failing
 that went silent (a lost worker's GPUs come back when its runs are failed). `take` also drops leases
 whose run has ended, in case a worker died between the two.
 
+A model server (studio.serving) leases its pool process's GPU the same way while it serves
+(`take_for_server`, released when its task ends), so a run never takes a GPU a served model is on,
+and a run waiting for that GPU says which model server holds it (studio.fleet.holders).
+
 A machine without GPUs leases nothing: its runs' processes are CPU processes.
 """
 
@@ -19,10 +23,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count
+from django.db.models import Count, Q
 
+from studio.fleet import holders
 from studio.fleet.models import GpuLease, WorkerNode
 from studio.runs.models import FINISHED_STATES
+from studio.serving.models import LIVE_STATES, STOPPING
+
+
+def _ended() -> Q:
+    """Leases whose holder has ended (a worker that died before releasing them): they hold nothing."""
+    return Q(run__state__in=FINISHED_STATES) | (
+        Q(model_server__isnull=False) & ~Q(model_server__state__in=(*LIVE_STATES, STOPPING))
+    )
 
 
 def take(run_id: int, worker: str, devices: Sequence[str], count: int, prefer: Sequence[str] = ()) -> list[str] | None:
@@ -30,7 +43,7 @@ def take(run_id: int, worker: str, devices: Sequence[str], count: int, prefer: S
     or None when fewer are free. `prefer`: devices to take first (the pool process's own GPU)."""
     if count < 1:
         return []
-    GpuLease.objects.filter(worker=worker, run__state__in=FINISHED_STATES).delete()
+    GpuLease.objects.filter(_ended(), worker=worker).delete()
     held = _held(worker)
     free = [d for d in devices if d not in held]
     if len(free) < count:
@@ -55,28 +68,50 @@ def release(run_id: int) -> int:
     return deleted
 
 
+def take_for_server(server_id: int, worker: str, device: str) -> bool:
+    """Lease `device` of `worker` to a model server while it serves; False when a run (or another
+    server) holds it."""
+    GpuLease.objects.filter(_ended(), worker=worker, device=device).delete()
+    try:
+        with transaction.atomic():
+            GpuLease.objects.create(worker=worker, device=device, model_server_id=server_id)
+    except IntegrityError:
+        return False
+    return True
+
+
+def release_server(server_id: int) -> int:
+    deleted, _ = GpuLease.objects.filter(model_server_id=server_id).delete()
+    return deleted
+
+
+def held_by_servers(worker: str) -> list[str]:
+    """The GPUs of `worker` that model servers hold."""
+    return list(GpuLease.objects.filter(worker=worker, model_server__isnull=False).exclude(_ended())
+                .values_list("device", flat=True))  # fmt: skip
+
+
 def held_by(run_id: int) -> list[str]:
     return list(GpuLease.objects.filter(run_id=run_id).values_list("device", flat=True))
 
 
 def free_gpus(worker: str, devices: Sequence[str]) -> list[str]:
-    held = set(GpuLease.objects.filter(worker=worker).exclude(run__state__in=FINISHED_STATES)
-               .values_list("device", flat=True))  # fmt: skip
+    held = set(GpuLease.objects.filter(worker=worker).exclude(_ended()).values_list("device", flat=True))
     return [d for d in devices if d not in held]
 
 
-def waiting_reason(count: int, worker: str, devices: Sequence[str], own: str | None = None) -> str:
+def waiting_reason(count: int, worker: str, devices: Sequence[str], own: str | None = None,
+                   team_id: int | None = None) -> str:  # fmt: skip
     """What a run that could not lease its GPUs on `worker` waits for, with the free GPUs of every
-    online worker that has GPUs: "waiting for 2 free GPUs on one worker (1 free on gpu@a, 0 free on gpu@b)"."""
+    online worker that has GPUs: "waiting for 2 free GPUs on one worker (1 free on gpu@a, 0 free on gpu@b)",
+    and the model servers that hold GPUs (named when of the run's team `team_id`)."""
     if count == 1 and own is not None:
-        return f"waiting for GPU {own} of {worker}, which another run holds"
+        lease = GpuLease.objects.filter(worker=worker, device=own).exclude(_ended()).first()
+        return f"waiting for GPU {own} of {worker}, which {holders.lease_holder(lease, team_id)} holds"
     inventory = {node.hostname: node.devices for node in WorkerNode.objects.online() if node.gpus}
     inventory[worker] = list(devices)  # this worker's own word, even before its fleet row is written
     held = dict(
-        GpuLease.objects.filter(worker__in=inventory)
-        .exclude(run__state__in=FINISHED_STATES)
-        .values_list("worker")
-        .annotate(n=Count("id"))
+        GpuLease.objects.filter(worker__in=inventory).exclude(_ended()).values_list("worker").annotate(n=Count("id"))
     )
     free = {host: len(gpus) - held.get(host, 0) for host, gpus in sorted(inventory.items())}
     text = f"waiting for {count} free GPU{'s' if count > 1 else ''} on one worker"
@@ -84,4 +119,8 @@ def waiting_reason(count: int, worker: str, devices: Sequence[str], own: str | N
     largest = max(inventory.items(), key=lambda item: len(item[1]))
     if len(largest[1]) < count:
         text += f"; no worker has {count} GPUs (the most: {len(largest[1])} on {largest[0]})"
+    served = holders.leasing_servers(list(inventory))
+    if served:
+        words = ", ".join(holders.server_words(s, team_id) for s in served)
+        text += f"; {words} {'holds a GPU' if len(served) == 1 else 'hold GPUs'}"
     return text

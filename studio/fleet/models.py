@@ -94,18 +94,29 @@ class WorkerNode(models.Model):
 
 
 class GpuLease(models.Model):
-    """One GPU of one worker, held by one run while it runs (studio.fleet.leases). The unique
-    constraint is what keeps a GPU from serving two runs: two workers' pool processes racing for
-    the same GPU cannot both insert its row."""
+    """One GPU of one worker, held by one run while it runs or by one model server while it serves
+    (studio.fleet.leases). The unique constraint is what keeps a GPU from serving two holders: two
+    workers' pool processes racing for the same GPU cannot both insert its row."""
 
     worker = models.CharField(max_length=255, help_text="Celery node name, as WorkerNode.hostname.")
     device = models.CharField(max_length=64, help_text="The GPU, as CUDA_VISIBLE_DEVICES names it.")
-    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="gpu_leases")
+    run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.CASCADE, related_name="gpu_leases")
+    model_server = models.ForeignKey(
+        "serving.ModelServer", null=True, blank=True, on_delete=models.CASCADE, related_name="gpu_leases"
+    )
     taken = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["worker", "device"]
-        constraints = [models.UniqueConstraint(fields=["worker", "device"], name="one_run_per_gpu")]
+        constraints = [
+            models.UniqueConstraint(fields=["worker", "device"], name="one_run_per_gpu"),
+            models.CheckConstraint(
+                condition=models.Q(run__isnull=False, model_server__isnull=True)
+                | models.Q(run__isnull=True, model_server__isnull=False),
+                name="gpu_lease_one_holder",
+            ),
+        ]
 
     def __str__(self) -> str:
-        return f"GPU {self.device} of {self.worker} → run {self.run_id}"
+        holder = f"run {self.run_id}" if self.run_id else f"model server {self.model_server_id}"
+        return f"GPU {self.device} of {self.worker} → {holder}"

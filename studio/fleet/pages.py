@@ -1,4 +1,4 @@
-"""`/fleet/`: the workers and their GPUs, as a plain page."""
+"""`/fleet/`: the workers and their GPUs, and the model servers that hold places, as a plain page."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from studio.accounts.permissions import AnyTeamMember, is_team_member
-from studio.fleet import leases
+from studio.fleet import leases, served
 from studio.fleet.models import WorkerNode
 
 
@@ -22,8 +22,16 @@ def fleet_page(request: HttpRequest) -> HttpResponse:
     if not is_team_member(request.user):
         raise PermissionDenied(AnyTeamMember.message)
     nodes = sorted_for_display(WorkerNode.objects.all())
-    for node in nodes:  # which GPUs a run holds now (studio.fleet.leases)
+    for node in nodes:  # which GPUs a run or a model server holds now (studio.fleet.leases)
         free = set(leases.free_gpus(node.hostname, node.devices))
+        serving = set(leases.held_by_servers(node.hostname))
         for gpu in node.gpus:
-            gpu["in_use"] = str(gpu.get("index")) not in free
-    return render(request, "fleet/page.html", {"nodes": nodes, "online_count": sum(n.is_online for n in nodes)})
+            device = str(gpu.get("index"))
+            gpu["in_use"] = device not in free
+            gpu["holder"] = "a model server" if device in serving else "a run"
+    context = {
+        "nodes": nodes,
+        "online_count": sum(n.is_online for n in nodes),
+        "servers": served.rows_for(request.user),
+    }
+    return render(request, "fleet/page.html", context)

@@ -1,10 +1,12 @@
 """What a queued run waits behind, in words for its page: no worker serving its queue, or every
-place on those workers taken (by how many runs, its own team's by name; how many others queued), or nothing but a
+place on those workers taken (by how many runs, its own team's by name, and by the model servers that hold
+places, each in words: studio.fleet.holders; how many others queued), or nothing but a
 worker taking its message. A run waiting for GPUs says so itself (Run.waiting_for, written by the
 worker that could not lease them); this covers the runs no worker has looked at yet."""
 
 from __future__ import annotations
 
+from studio.fleet.holders import live_servers, server_words
 from studio.fleet.queues import no_worker, serving, task_queue
 from studio.runs.lifecycle import task_for
 from studio.runs.models import QUEUED, RUNNING, STUDIO_SOURCE, Run
@@ -26,18 +28,22 @@ def waits_behind(run: Run, name_runs: bool = True) -> str:
     if not workers:
         return f"waiting for a worker: {no_worker(queue)}"
     places = sum(node.concurrency for node in workers)
-    running = list(Run.objects.filter(state=RUNNING, worker__in=[node.hostname for node in workers]).order_by("pk")
+    hostnames = [node.hostname for node in workers]
+    running = list(Run.objects.filter(state=RUNNING, worker__in=hostnames).order_by("pk")
                    .values_list("pk", "name", "team_id"))  # fmt: skip
+    served = live_servers(hostnames)  # a model server's task holds a place as a run does
     others = Run.objects.filter(state=QUEUED, source=STUDIO_SOURCE).exclude(pk=run.pk).count()
     queued = f"; {_plural(others, 'other run')} queued" if others else ""
-    if len(running) < places:
-        free = _plural(places - len(running), "free place")
+    if len(running) + len(served) < places:
+        free = _plural(places - len(running) - len(served), "free place")
         return f"waiting for a worker to take it ({free} on the {queue!r} queue{queued})"
-    hosts = ", ".join(node.hostname for node in workers)
-    taken = f"{'is' if places == 1 else 'are all'} taken by {_plural(len(running), 'running run')}"
-    return f"waiting for a free worker: the {queue!r} queue's {_plural(places, 'place')} ({hosts}) {taken}" + (
-        f" ({_which(running, run.team_id)}){queued}" if name_runs else queued
-    )
+    hosts = ", ".join(hostnames)
+    by = [_plural(len(running), "running run")] if running else []
+    if running and name_runs:
+        by[0] += f" ({_which(running, run.team_id)})"
+    by += [server_words(server, run.team_id, name=name_runs) for server in served]
+    taken = f"{'is' if places == 1 else 'are all'} taken by {' and '.join(by) or 'nothing the studio knows of'}"
+    return f"waiting for a free worker: the {queue!r} queue's {_plural(places, 'place')} ({hosts}) {taken}{queued}"
 
 
 def _which(running: list[tuple[int, str, int]], team_id: int) -> str:

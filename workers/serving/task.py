@@ -1,9 +1,9 @@
 """workers.serve_model: one model's server process, from start to stop, on the worker that took the task.
 
 The task holds its pool process for as long as the model is served, as a run does: the queue the
-fleet accounts for (settings.CELERY_TASK_ROUTES) sees the place taken, and a run queued behind it
-waits for it to stop, which it does once idle for settings.SERVING_IDLE_S. It checks the model's
-paths for the team (the path policy), starts the engine's server on a free local port with a key of
+fleet accounts for (settings.CELERY_TASK_ROUTES) sees the place taken, the pool process's GPU is
+leased to the server (studio.fleet.leases), and a run queued behind it waits for it to stop, saying
+so, which it does once idle for settings.SERVING_IDLE_S. It checks the model's paths for the team (the path policy), starts the engine's server on a free local port with a key of
 its own, waits until it answers, writes the address on the ModelServer row, then watches: the
 process dying (the row FAILED with its log's end), the row asked to stop, the idle time, or the
 worker shutting down (SIGTERM) each end it. The process also dies with its parent (PR_SET_PDEATHSIG).
@@ -30,9 +30,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from studio.experiments import paths
+from studio.fleet import leases
 from studio.runs.models import Run
 from studio.serving.models import FAILED, READY, STARTING, STOPPED, STOPPING, ModelServer
 from studio.serving.refs import REF
+from workers import gpu
 from workers.serving import engines
 from workers.tasks import interrupted_by_signals
 
@@ -64,9 +66,16 @@ def serve_model(self, server_id: int, generation: int) -> str:
     if problem:
         mine.update(state=FAILED, error=problem)
         return FAILED
+    device = gpu.pool_gpus().own  # the GPU this pool process is pinned to (None on a CPU machine)
+    if device is not None and not leases.take_for_server(server.pk, hostname, device):
+        mine.update(state=FAILED, error=f"GPU {device} of {hostname} is held by a run; try again when it ends")
+        return FAILED
     stop = Stop()
-    with interrupted_by_signals(stop):
-        return _serve(server, mine, stop)
+    try:
+        with interrupted_by_signals(stop):
+            return _serve(server, mine, stop)
+    finally:
+        leases.release_server(server.pk)  # the fleet and waiting runs see the GPU free again
 
 
 def _policy_problem(server: ModelServer) -> str | None:
