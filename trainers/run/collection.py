@@ -29,6 +29,7 @@ from trainers.episodes import Episode
 from trainers.rewards.rubric import Rubric
 from trainers.rollout.engines.base import RolloutEngine, SamplingParams
 from trainers.rollout.generate import ScoredGroup, generate_and_score, score_groups
+from trainers.rollout.progress import GenerationProgress, counted
 from trainers.run.pipeline import Counters, Pipeline, Taken, async_metrics
 from trainers.run.validation import split_prompts
 from trainers.scale.distributed import DistInfo, any_process, gathered_lists, shard, sum_over_processes
@@ -90,6 +91,9 @@ class GroupCollector:
         self.data_lock = threading.RLock()  # the data position and curriculum: the generator draws too
         self.pipeline: Pipeline[Group] | None = None  # asynchronous: started with the first step
         self.pipeline_rubric: Rubric | None = None  # the scorer thread's own (criteria may keep state per thread)
+        # How far a synchronous step's sampling is, in the run's log (the trainer sets it; issue 39); single-turn only:
+        # a multi-turn round samples turns, not completions.
+        self.progress: GenerationProgress | None = None
 
     def collect(self, step: int) -> Collected:
         """The groups of step `step` + 1, by the run's mode (synchronous, or from the pipeline)."""
@@ -148,10 +152,12 @@ class GroupCollector:
         version `step`, scored and shaped; their generate/score seconds added to `found.timings`."""
         algo = self.spec.algorithm
         allocation = allocation or self.curriculum.allocate(prompts)  # each prompt's group size
-        scored = generate_and_score(
-            self.engine, self.rubric, prompts, allocation.sizes, self.sampling, found.timings,
-            tokenizer=self.tokenizer, environment=self.spec.environment, chunk=allocation.chunk,
-        )  # fmt: skip
+        what = f"step {step + 1}" + (f" (round {found.rounds})" if found.rounds > 1 else "")
+        with counted(self.progress if self.spec.environment is None else None, what, sum(allocation.sizes)):
+            scored = generate_and_score(
+                self.engine, self.rubric, prompts, allocation.sizes, self.sampling, found.timings,
+                tokenizer=self.tokenizer, environment=self.spec.environment, chunk=allocation.chunk,
+            )  # fmt: skip
         episodes = [ep for s in scored for ep in s.episodes]
         for ep in episodes:
             ep.stamp_version(step)  # sampled by the weights this step trains from

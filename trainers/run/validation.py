@@ -31,6 +31,7 @@ from trainers.report import Reporter, Rollout
 from trainers.rewards.rubric import Rubric
 from trainers.rollout.engines.base import RolloutEngine, SamplingParams
 from trainers.rollout.generate import ScoredGroup, generate_and_score
+from trainers.rollout.progress import GenerationProgress, counted
 from trainers.run.checkpoint import random_state_kept
 from trainers.run.evaluate import episode_totals, sampled_metrics
 from trainers.run.records import episode_rollout
@@ -90,6 +91,7 @@ class Validator:
         self.spec = spec
         self.settings = spec.validation
         self.prompts = prompts
+        self.progress: GenerationProgress | None = None  # how far its sampling is, in the log (single-turn)
 
     def due(self, step: int) -> bool:
         if step == 0:
@@ -106,7 +108,11 @@ class Validator:
         """Sample, score and report validation after `step` (metrics, then the rollouts); returns the metrics."""
         started = time.perf_counter()
         k = self.settings.samples_per_prompt
-        with random_state_kept(engine, sampling_seed(self.spec.optim.seed, step)):
+        what = "the step-0 validation" if step == 0 else f"validation after step {step}"
+        with (
+            random_state_kept(engine, sampling_seed(self.spec.optim.seed, step)),
+            counted(self.progress if self.spec.environment is None else None, what, len(self.prompts) * k),
+        ):
             groups = generate_and_score(
                 engine, rubric, self.prompts, k, self.sampling, tokenizer=tokenizer, environment=self.spec.environment
             )

@@ -56,6 +56,13 @@ class RolloutEngine:
     # Called between two sampled tokens (and between batches) by an engine that samples token by token
     # (transformers): a stop asked for during a step raises from it (trainers.run.stopping). None: never.
     between_tokens: Callable[[], None] | None = None
+    # Called with how many completions just finished, by an engine that can tell (transformers: rows of
+    # its decode loop as they end, a generate() batch as it returns): how far a long sampling is
+    # (trainers.rollout.progress). None: never.
+    completed: Callable[[int], None] | None = None
+    # Called with (t, max_new_tokens) as a batch samples its t-th token, by an engine that samples token by
+    # token (transformers' decode loop): how far a batch whose rows all run to the length limit is. None: never.
+    decoding: Callable[[int, int], None] | None = None
 
     def generate(self, prompt_token_ids: list[list[int]], n: int, params: SamplingParams) -> list[list[Generation]]:
         """n completions for each prompt: result[i][j] is sample j of prompt i."""

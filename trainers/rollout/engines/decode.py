@@ -150,9 +150,13 @@ def lean_decode(
     pad_id: int,
     stops: StopStrings | None = None,
     between_tokens: Callable[[], None] | None = None,
+    on_finished: Callable[[int], None] | None = None,
+    on_token: Callable[[int, int], None] | None = None,
 ) -> list[Decoded]:
     """`counts[i]` samples of `prompts[i]`, in order (prompt 0's samples first), as one batch.
-    `between_tokens()` is called before each token is sampled; what it raises ends the batch there."""
+    `between_tokens()` is called before each token is sampled; what it raises ends the batch there.
+    `on_finished(k)`: k more rows have ended (at a stop, or all that are left at the length limit);
+    `on_token(t, max_new_tokens)`: the batch samples its t-th token (1-based) now."""
     from transformers import DynamicCache
 
     device = next(model.parameters()).device
@@ -196,6 +200,8 @@ def lean_decode(
     for t in range(params.max_new_tokens):
         if between_tokens is not None:
             between_tokens()
+        if on_token is not None:
+            on_token(t + 1, params.max_new_tokens)
         new, new_logp = sample_next(logits, params)  # (b,)
         tokens[alive, t] = new
         logps[alive, t] = new_logp
@@ -205,6 +211,8 @@ def lean_decode(
         finished = alive[done].tolist()
         for r in finished:
             lengths[r], ended[r] = t + 1, "stop"
+        if finished and on_finished is not None:
+            on_finished(len(finished))
         if t == params.max_new_tokens - 1:
             break
         if finished:  # finished rows leave the batch, cache rows included
@@ -227,6 +235,8 @@ def lean_decode(
         logits = out.logits[:, -1]
         next_pos = next_pos + 1
 
+    if on_finished is not None and (at_length := sum(reason == "length" for reason in ended)):
+        on_finished(at_length)
     tokens, logps = tokens.cpu(), logps.cpu()
     return [
         Decoded(

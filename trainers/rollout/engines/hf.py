@@ -66,6 +66,8 @@ class HFEngine(RolloutEngine):
                     if self.between_tokens is not None:  # generate() runs a batch whole: asked between batches
                         self.between_tokens()
                     out.extend(self._generate_batch(flat[start : start + self.batch_size], params))
+                    if self.completed is not None:
+                        self.completed(len(flat[start : start + self.batch_size]))
         finally:
             self.model.train(was_training)
         return [out[i * n : (i + 1) * n] for i in range(len(prompt_token_ids))]
@@ -99,6 +101,8 @@ class HFEngine(RolloutEngine):
             pad_id=self.pad_id,
             stops=self._stops if params.stop else None,
             between_tokens=self.between_tokens,
+            on_finished=self.completed,
+            on_token=self.decoding,
         )
         return [self._generation(d, params) for d in decoded]
 
