@@ -182,7 +182,7 @@ class EvaluateSerializer(serializers.Serializer):
 @extend_schema_view(list=extend_schema(parameters=[
     id_parameter("team", "Only this team's runs."), id_parameter("experiment", "Only this experiment's runs."),
     OpenApiParameter("state", str, enum=[s for s, _ in STATES]), OpenApiParameter("kind", str, enum=[k for k, _ in KINDS]),
-    OpenApiParameter(run_sort.SORT, str, description="Sort by a metric's last value: a metric key (suite/<task>/pass@1), "
+    OpenApiParameter(run_sort.SORT, {"type": "string", "pattern": run_sort.PATTERN}, description="Sort by a metric's last value: a metric key (suite/<task>/pass@1), "
                      "descending with a leading -; runs without it last. Default: newest first."),
 ]))  # fmt: skip
 class RunViewSet(ShareViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

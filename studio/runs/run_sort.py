@@ -16,18 +16,20 @@ from studio.runs.models import MetricPoint, Run
 SORT = "sort"
 SORT_VALUE = "sort_value"  # the annotation a sorted list's runs carry: the metric's last value, or None
 KEY_CHARS = MetricPoint._meta.get_field("key").max_length
+# What `?sort=` may be, as the API schema states it: empty, or an optional "-" and a key of 1..KEY_CHARS characters
+# that starts with no "-" (the direction's mark) and holds no control characters (no metric key has them).
+PATTERN = rf"^(-?[^-\x00-\x1f][^\x00-\x1f]{{0,{KEY_CHARS - 1}}})?$"
 
 
 def metric_key(raw: str | None) -> tuple[str, bool] | None:
-    """The metric key and whether descending of a `?sort=` value; None without one. QueryError (400 naming `sort`)
-    for a key no metric can have: longer than a stored key, or with control characters."""
-    raw = (raw or "").strip()
+    """The metric key and whether descending of a `?sort=` value (taken as given: a page trims what was typed);
+    None without one. QueryError (400 naming `sort`) for what PATTERN refuses."""
     if not raw:
         return None
     descending = raw.startswith("-")
-    key = raw[1:].strip() if descending else raw
-    if not key:
-        raise QueryError(SORT, "must name a metric key, e.g. suite/<task>/pass@1 (a leading - sorts descending)")
+    key = raw[1:] if descending else raw
+    if not key or key.startswith("-"):
+        raise QueryError(SORT, "must name a metric key, e.g. suite/<task>/pass@1 (one leading - sorts descending)")
     if len(key) > KEY_CHARS:
         raise QueryError(SORT, f"a metric key is at most {KEY_CHARS} characters")
     if any(ord(c) < 32 for c in key):

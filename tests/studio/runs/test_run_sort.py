@@ -57,7 +57,7 @@ def test_sorting_adds_no_query_per_run_and_reads_the_metric_index(api, alice, ru
         assert f"USING INDEX {index}" in plan or f"USING COVERING INDEX {index}" in plan, plan
 
 
-@pytest.mark.parametrize("bad", ["-", "x" * 201, "suite/\x01/pass@1"])
+@pytest.mark.parametrize("bad", ["-", "--suite/sums/pass@1", "x" * 201, "suite/\x01/pass@1"])
 def test_a_key_no_metric_can_have_is_a_400_naming_sort(api, alice, runs, bad):
     api.force_authenticate(alice)
     response = api.get("/api/runs/", {"sort": bad})
