@@ -6,7 +6,9 @@ it instead of keeping copies that drift from the server:
 - `rollouts`: the rollout list's orders, its default order and its filters; the inspector sends
   these parameters and applies the same filters to rollouts arriving live (studio.runs.rollout_query);
 - `notes`: the note form's length limits and suggested tags (studio.sharing.models);
-- `panels`: which chart shows which metric key (studio.runs.panels).
+- `panels`: which chart shows which metric key (studio.runs.panels);
+- `sampling_line`: what a trainer's "how far a sampling is" log line looks like (trainers.rollout.progress):
+  the run page shows the latest under its header until the step's metrics arrive.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from studio.lib.env import TRUE
 from studio.runs import rollout_query as rq
 from studio.runs.panels import PANELS
 from studio.sharing.models import QUICK_TAGS, SUGGESTED_TAGS, TAG_MAX, TEXT_MAX
+from trainers.rollout.progress import LINE_PATTERN
 
 
 def rollout_rules() -> dict[str, Any]:
@@ -54,4 +57,5 @@ def client_rules() -> dict[str, Any]:
             "quick_tags": list(QUICK_TAGS),
         },
         "panels": [asdict(panel) for panel in PANELS],
+        "sampling_line": LINE_PATTERN,
     }

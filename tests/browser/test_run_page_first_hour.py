@@ -212,6 +212,43 @@ def test_until_its_first_step_a_started_run_shows_its_latest_log_line_in_the_hea
         page.context.close()
 
 
+def test_after_the_first_step_the_header_says_how_far_the_steps_sampling_is_until_its_metrics(
+    browser, studio, live_run
+):
+    """A long step's sampling (trainers.rollout.progress logs how far it is): its latest line shows under
+    the header, as text, until the step's metrics arrive; other log lines do not show there."""
+    run_id = new_run(studio, "slow-steps")
+    with stepping(studio, run_id, 5) as (send, _):
+        send("1")
+        page, errors, _ = open_page(browser, studio, live_run, run_id)
+        detail = page.locator("[data-run-detail]")
+        assert detail.text_content() == ""
+        line = "step 2: sampled 24 of 64 completions, the batch at token 120 of 256 (31 s)"
+        send(f"log {line}")
+        page.wait_for_function(f"document.querySelector('[data-run-detail]').textContent === {line!r}", timeout=10_000)
+        assert "note" in detail.get_attribute("class")
+        send("log step 2 <b>took</b> long")  # not a sampling line: the header keeps the count
+        page.wait_for_function(
+            "document.querySelector('[data-log-tail]').textContent.includes('step 2 <b>took</b> long')",
+            timeout=10_000,
+        )
+        assert detail.text_content() == line
+        send("2")
+        page.wait_for_function("document.querySelector('[data-run-detail]').textContent === ''", timeout=10_000)
+        send("log validation after step 2: sampled 3 of 8 completions (6 s)")
+        page.wait_for_function(
+            "document.querySelector('[data-run-detail]').textContent.startsWith('validation after step 2: sampled 3')",
+            timeout=10_000,
+        )
+        page.context.close()
+        # Opened again: the log's last line is a sampling line, so the header shows it from the start.
+        page, errors_again, _ = open_page(browser, studio, live_run, run_id)
+        shown = page.text_content("[data-run-detail]")
+        assert shown == "validation after step 2: sampled 3 of 8 completions (6 s)"
+        assert not errors and not errors_again, errors + errors_again
+        page.context.close()
+
+
 def test_a_queued_run_says_what_it_waits_behind_and_follows_the_fleet(browser, studio, live_run):
     """No worker on the runs' queue, then one busy with another run: the header says which, read again
     while the run waits (nothing on the run's own stream tells of a worker starting)."""

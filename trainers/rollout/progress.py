@@ -19,6 +19,11 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 EVERY_S = 5.0
+# What such a line looks like, for the run page, which shows the latest under its header until the step's
+# metrics arrive (studio.sharing.client_rules hands it to the page's JS: a pattern both regex engines read).
+LINE_PATTERN = (
+    r"^(step \d+( \(round \d+\))?|the step-0 validation|validation after step \d+): sampled \d+ of \d+ completions"
+)
 
 
 class GenerationProgress:

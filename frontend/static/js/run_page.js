@@ -22,9 +22,14 @@ const ENDED_WORD = { succeeded: "finished", cancelled: "stopped", failed: "ended
 const FINISHED_TITLE = "The run has ended; the page still shows what is added to it (notes).";
 
 class Progress {
-  constructor(run, logLines = []) {
+  // `samplingLine`: the server's pattern of a trainer's "how far a sampling is" line (client rules).
+  constructor(run, logLines = [], samplingLine = null) {
     this.run = run;
     this.startLine = logLines.filter((line) => !/^\[\w+\]$/.test(line)).at(-1) || ""; // not a bare "[running]"
+    this.samplingLine = samplingLine ? new RegExp(samplingLine) : null;
+    // The latest of those lines (a step's sampling, a validation's), shown until the step's metrics arrive;
+    // on load, the log's last line when it is one (the step it counts has not reported since).
+    this.sampling = this.isSampling(logLines.at(-1)) ? logLines.at(-1) : "";
     this.clock = new StepClock();
     this.socketState = "connecting";
     this.el = {
@@ -73,6 +78,7 @@ class Progress {
   // A metrics event: its step, time (epoch seconds) and values (the trainer's timing/step_s among them).
   step(step, time, values) {
     if (step > (this.run.last_step ?? -1)) this.run.last_step = step;
+    this.sampling = ""; // the metrics of what it counted
     this.clock.seen(step, time, values["timing/step_s"]);
     this.render();
   }
@@ -86,7 +92,12 @@ class Progress {
   // A log line of the run: shown in the header while it starts (rendered only then: a line a step otherwise).
   logged(line) {
     this.startLine = line;
-    if (this.starting()) this.render();
+    if (this.isSampling(line)) this.sampling = line;
+    if (this.starting() || this.isSampling(line)) this.render();
+  }
+
+  isSampling(line) {
+    return !!(this.samplingLine && line && this.samplingLine.test(line));
   }
 
   eta() {
@@ -115,7 +126,8 @@ class Progress {
     // A failure's error, or what a queued run waits for (free GPUs; else a worker: studio/runs/queueing.py),
     // or until its first step what a started run is doing (its latest log line: a model loading, a cold
     // start); where a started run runs.
-    const starting = this.starting() ? this.startLine : "";
+    // or, later, how far the step's sampling is.
+    const starting = this.starting() ? this.startLine : state === "running" ? this.sampling : "";
     const queued = state === "queued" ? this.run.waiting_for || this.run.queue || "" : "";
     this.el.detail.textContent = this.run.error || queued || starting;
     this.el.detail.classList.toggle("note", !this.run.error && !!(queued || starting)); // muted: not an error's red
@@ -221,7 +233,7 @@ async function main() {
   const rules = readRules();
   const runId = config.run.id;
   const api = new Api({ shareToken: config.share_token });
-  const progress = new Progress({ ...config.run }, config.log_lines || []);
+  const progress = new Progress({ ...config.run }, config.log_lines || [], rules.sampling_line);
   const logs = new LogTail(document.querySelector("[data-log-tail]"), config.log_lines || []);
   const actions = bindActions(api, runId, progress, config.can_act);
 

@@ -1,6 +1,8 @@
 """How far a sampling is (trainers.rollout.progress): lines at a bounded rate, counts that rise to the total."""
 
-from trainers.rollout.progress import GenerationProgress
+import re
+
+from trainers.rollout.progress import LINE_PATTERN, GenerationProgress
 
 
 class Clock:
@@ -49,3 +51,20 @@ def test_a_batch_whose_rows_all_run_to_the_length_limit_says_its_token():
         "the step-0 validation: sampled 0 of 6 completions, the batch at token 10 of 10 (10 s)",
         "the step-0 validation: sampled 6 of 6 completions (10 s)",
     ]
+
+
+def test_the_pattern_the_run_page_gets_matches_every_line_and_no_other():
+    said: list[str] = []
+    clock = Clock()
+    progress = GenerationProgress(said.append, every_s=0.0, clock=clock)
+    for what in ("step 3", "step 3 (round 2)", "the step-0 validation", "validation after step 4"):
+        with progress.sampling(what, 2):
+            clock.now += 1.0
+            progress.decoding(1, 8)
+            progress.add(1)
+    assert len(said) == 12 and all(re.match(LINE_PATTERN, line) for line in said), said
+    for other in (
+        "step 3/20: reward 0.5 loss 0.1 (2.0s)",
+        "starting (4/4): step 1: sampling 8 prompts x 8 completions",
+    ):
+        assert not re.match(LINE_PATTERN, other)
