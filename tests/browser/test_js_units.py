@@ -563,12 +563,15 @@ def test_live_episodes_pass_the_turn_and_tool_filters_as_the_server_applies_them
 
 @pytest.mark.parametrize(
     ("split", "live"),
-    [("", ["train"]), ("train", ["train"]), ("validation", ["validation"]), ("all", ["train", "validation"])],
-    ids=["default", "training", "validation", "all"],
-)
+    [("", ["train"]), ("train", ["train"]), ("validation", ["validation"]), ("eval", ["eval"]),
+     ("all", ["train", "validation", "eval"])],
+    ids=["default", "training", "validation", "evaluation", "all"],
+)  # fmt: skip
 def test_live_rollouts_pass_the_split_filter_as_the_server_applies_it(tmp_path, split, live):
     # Empty: the server's default (training), as a client that sends no split gets.
-    items = [{**rollout(9, 0), "split": "train"}, {**rollout(9, 1), "split": "validation"}]
+    # The third: an evaluation run's sample (its page opens on ?split=eval).
+    items = [{**rollout(9, 0), "split": "train"}, {**rollout(9, 1), "split": "validation"},
+             {**rollout(9, 2), "split": "eval"}]  # fmt: skip
     got = run_js(
         tmp_path,
         FAKE_DOM
