@@ -119,6 +119,8 @@ class ExecuteRunTest(StudioTestCase):
         keys = set(MetricPoint.objects.filter(run=run).values_list("key", flat=True))
         self.assertTrue(any(k.startswith("eval/") for k in keys), keys)
         self.assertTrue(Rollout.objects.filter(run=run).exists())
+        # Filed as evaluation samples, never as training ones (issue 40).
+        self.assertEqual(set(Rollout.objects.filter(run=run).values_list("split", "trained")), {("eval", False)})
 
     def test_a_resumed_run_continues_from_the_last_checkpoint_on_the_worker(self):
         first = self.demo_run()
