@@ -6,9 +6,9 @@ The engine tells `GenerationProgress.add` each time completions finish (`Rollout
 the transformers engine when rows of its decode loop end, or after each `generate()` batch) and
 `decoding` which token its batch samples (`RolloutEngine.decoding`: rows that all run to the length
 limit end together, so the count alone would jump from 0 to the whole); the one sampling (`begin`)
-says how many it expects. A line goes to `say` (the run's log) at most every
-`every_s` seconds, the first only once the sampling has taken that long: a fast step says nothing,
-and the cost is a clock read per finished completion and per token position of a batch, never a line. A sampling that said
+says how many it expects. A line goes to `say` (the run's log) at most every `every_s` seconds, the
+first only once the sampling has taken that long: a fast step says nothing, and the cost is a clock
+read per finished completion and per token position of a batch, never a line. A sampling that said
 anything ends with its whole count (`end`), so the count a reader last saw rises to the total."""
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ LINE_PATTERN = (
 
 
 class GenerationProgress:
+    """Counts one sampling at a time (the trainer's steps and validations take turns) and says how far it is."""
+
     def __init__(
         self, say: Callable[[str], None], every_s: float | None = None, clock: Callable[[], float] = time.monotonic
     ) -> None:
