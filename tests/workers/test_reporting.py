@@ -276,3 +276,45 @@ class PromptStatsReportTest(StudioTestCase):
         layer = get_channel_layer()
         self.channel = async_to_sync(layer.new_channel)()
         async_to_sync(layer.group_add)(f"run-{run.pk}", self.channel)
+
+
+class SamplingProgressTest(StudioTestCase):
+    """How far a long sampling is (trainers.rollout.progress): its lines reach the run's events as they are
+    said, not with the step's rollouts, and the run page carries them with the rule its header applies."""
+
+    def test_a_progress_line_after_a_quiet_spell_is_written_at_once_and_the_page_carries_it(self):
+        import json
+        import re
+
+        from trainers.rollout.progress import LINE_PATTERN, GenerationProgress
+
+        run = self.make_run("running")
+        reporter = DatabaseReporter(run.pk)  # the worker's flush interval
+        clock = [0.0]
+        progress = GenerationProgress(reporter.log, clock=lambda: clock[0])
+        with progress.sampling("step 1", 64):
+            for done in (8, 16, 24):
+                clock[0] += 5.0
+                reporter.last_flush -= 5.0  # the seconds a CPU takes to sample 8 completions of a real model
+                progress.add(8)
+                lines = list(
+                    RunEvent.objects.filter(run=run, kind="log").order_by("seq").values_list("payload", flat=True)
+                )
+                self.assertEqual(lines[-1]["line"], f"step 1: sampled {done} of 64 completions ({clock[0]:.0f} s)")
+        reporter.flush()
+        lines = [
+            p["line"]
+            for p in RunEvent.objects.filter(run=run, kind="log").order_by("seq").values_list("payload", flat=True)
+        ]
+        self.assertEqual(lines[-1], "step 1: sampled 64 of 64 completions (15 s)")
+        self.assertTrue(all(re.match(LINE_PATTERN, line) for line in lines), lines)
+        self.client.force_login(self.alice)  # the page: a session, as a browser has
+        page = self.client.get(f"/runs/{run.pk}/")
+        self.assertEqual(page.status_code, 200)
+        html = page.content.decode()
+        rules = json.loads(
+            re.search(r'<script id="client-rules" type="application/json">(.*?)</script>', html, re.S)[1]
+        )
+        self.assertEqual(rules["sampling_line"], LINE_PATTERN)
+        config = json.loads(re.search(r'<script id="run-config" type="application/json">(.*?)</script>', html, re.S)[1])
+        self.assertEqual(config["log_lines"][-1], "step 1: sampled 64 of 64 completions (15 s)")
