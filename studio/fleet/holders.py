@@ -38,12 +38,14 @@ def team_of(server: ModelServer) -> int | None:
 
 
 def server_words(server: ModelServer, team_id: int | None = None, name: bool = True) -> str:
-    """'a model server (run-12/step-40 on gpu@a, idle 2 min, stops when idle in 8 min)'. With `team_id`
+    """'a model server (run-12/step-40 on gpu@a, started by vera, idle 2 min, stops when idle in 8 min)'. With `team_id`
     (the reader's team), another team's model is not named: 'a model server of another team (on gpu@a, ...)';
     `name=False` (a share link's reader) names none."""
     other = team_id is not None and team_of(server) != team_id
     named = name and not other
     parts = [f"{server.ref} on {server.worker}" if named else f"on {server.worker}"]
+    if named and server.started_by:
+        parts.append(f"started by {server.started_by}")
     if server.state == STOPPING:
         parts.append("stopping")
     elif server.state != LIVE_STATES[1]:  # starting: no idle time yet

@@ -21,6 +21,7 @@ from studio.serving.models import READY, STARTING, STOPPED, STOPPING, ModelServe
 class ServedRow:
     server: ModelServer
     model: str  # its ref for its team's members, "another team's model" for the others
+    started_by: str  # for its team's members only
     gpus: str
     idle: str
     can_stop: bool
@@ -33,8 +34,9 @@ def rows_for(user) -> list[ServedRow]:
         role = role_in(user, holders.team_of(server) or 0)
         devices = ", ".join(sorted(lease.device for lease in server.gpu_leases.all())) or "CPU"
         idle = holders.idle_words(server) if server.state == READY else ""
-        model = server.ref if role_allows(role, VIEW) else "another team's model"
-        out.append(ServedRow(server, model, devices, idle, role_allows(role, EDIT)))
+        member = role_allows(role, VIEW)
+        model, by = (server.ref, server.started_by) if member else ("another team's model", "")
+        out.append(ServedRow(server, model, by, devices, idle, role_allows(role, EDIT)))
     return out
 
 

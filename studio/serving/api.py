@@ -55,8 +55,8 @@ async def models(request: HttpRequest) -> HttpResponse:
     return await sync_to_async(_models)(request)
 
 
-def _prepare(request: HttpRequest, kind: str) -> tuple[refs.ModelRef, dict[str, Any]] | JsonResponse:
-    """The model and the checked body of a generation request, or the error to answer."""
+def _prepare(request: HttpRequest, kind: str) -> tuple[refs.ModelRef, dict[str, Any], str] | JsonResponse:
+    """The model, the checked body of a generation request and who asks (the token), or the error to answer."""
     token = _authorised(request, INFERENCE)
     if isinstance(token, JsonResponse):
         return token
@@ -73,7 +73,7 @@ def _prepare(request: HttpRequest, kind: str) -> tuple[refs.ModelRef, dict[str, 
     if ref is None:
         return error(404, f"model: no model {name[:200]!r} this token's team may use (GET /v1/models lists them)",
                      "model_not_found", "model")  # fmt: skip
-    return ref, checked
+    return ref, checked, f"API token {token.name!r}"
 
 
 def sse(event: dict[str, Any] | str) -> bytes:
@@ -95,11 +95,11 @@ async def _generate(request: HttpRequest, kind: str) -> HttpResponse:
     prepared = await sync_to_async(_prepare)(request, kind)
     if isinstance(prepared, JsonResponse):
         return prepared
-    ref, checked = prepared
+    ref, checked, by = prepared
     try:
         if not checked["stream"]:
-            return JsonResponse(await proxy.complete(ref, kind, checked))
-        events = await proxy.stream(ref, kind, checked)
+            return JsonResponse(await proxy.complete(ref, kind, checked, by))
+        events = await proxy.stream(ref, kind, checked, by)
     except proxy.ServingError as exc:
         return error(exc.status, exc.message, exc.code, exc.param)
     response = StreamingHttpResponse(_sse_stream(events), content_type="text/event-stream")

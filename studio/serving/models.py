@@ -42,6 +42,9 @@ class ModelServer(models.Model):
     generation = models.IntegerField(default=0, help_text="Bumped at each start: an older task's writes are refused.")
     error = models.TextField(blank=True)
     started = models.DateTimeField(null=True, blank=True)
+    started_by = models.CharField(
+        max_length=200, blank=True, help_text="Whose request started it: a user's name, or \"API token 'ci'\"."
+    )
     last_used = models.DateTimeField(default=timezone.now)
 
     class Meta:

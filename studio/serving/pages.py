@@ -111,13 +111,13 @@ async def playground_generate(request: HttpRequest, run_id: int) -> HttpResponse
     """POST {model, messages, sampling...}: the reply's chunks as server-sent events, as they come."""
     if request.method != "POST":
         return JsonResponse({"error": {"message": "use POST", "param": None}}, status=405)
-    await request.auser()  # the session's user, read here, not in the sync part
+    user = await request.auser()  # the session's user, read here, not in the sync part
     prepared = await sync_to_async(_prepare)(request, run_id)
     if isinstance(prepared, JsonResponse):
         return prepared
     ref, checked = prepared
     try:
-        events = await proxy.stream(ref, "chat", checked)
+        events = await proxy.stream(ref, "chat", checked, by=user.get_username())
     except proxy.ServingError as exc:
         return JsonResponse({"error": {"message": exc.message, "param": exc.param}}, status=exc.status)
     response = StreamingHttpResponse(_events(events), content_type="text/event-stream")

@@ -40,12 +40,14 @@ def payload(ref: ModelRef, checked: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-async def _open(ref: ModelRef, kind: str, checked: dict[str, Any]) -> tuple[httpx.AsyncClient, httpx.Response, int]:
+async def _open(
+    ref: ModelRef, kind: str, checked: dict[str, Any], by: str = ""
+) -> tuple[httpx.AsyncClient, httpx.Response, int]:
     """The model process's response, its status 200, and its server's id; one new start when a ready
-    process is gone."""
+    process is gone. `by`: whose request it is, kept on a server it starts."""
     for attempt in range(2):
         try:
-            server = await servers.ready(ref)
+            server = await servers.ready(ref, by=by)
         except servers.NotServing as exc:
             raise ServingError(503, str(exc), "model_not_ready") from None
         client = httpx.AsyncClient(timeout=httpx.Timeout(settings.SERVING_REQUEST_TIMEOUT_S, connect=5.0))
@@ -81,8 +83,8 @@ def _engine_error(status: int, raw: bytes) -> ServingError:
     return ServingError(502, f"the model server failed: {text}", "model_error")
 
 
-async def complete(ref: ModelRef, kind: str, checked: dict[str, Any]) -> dict[str, Any]:
-    client, response, _ = await _open(ref, kind, {**checked, "stream": False})
+async def complete(ref: ModelRef, kind: str, checked: dict[str, Any], by: str = "") -> dict[str, Any]:
+    client, response, _ = await _open(ref, kind, {**checked, "stream": False}, by)
     try:
         return await relay.read_answer(response, ref.name, KINDS[kind][0])
     except relay.BadAnswer as exc:
@@ -95,9 +97,11 @@ async def complete(ref: ModelRef, kind: str, checked: dict[str, Any]) -> dict[st
         await sync_to_async(_touch_ref)(ref.name)
 
 
-async def stream(ref: ModelRef, kind: str, checked: dict[str, Any]) -> AsyncIterator[dict[str, Any] | str]:
+async def stream(
+    ref: ModelRef, kind: str, checked: dict[str, Any], by: str = ""
+) -> AsyncIterator[dict[str, Any] | str]:
     """Open the stream (ServingError now, before any event) and return its checked events."""
-    client, response, server_id = await _open(ref, kind, {**checked, "stream": True})
+    client, response, server_id = await _open(ref, kind, {**checked, "stream": True}, by)
 
     async def events() -> AsyncIterator[dict[str, Any] | str]:
         try:

@@ -27,8 +27,9 @@ class NotServing(Exception):
     """No process answers for the model; the message says why (no worker, a failed start)."""
 
 
-def request_start(ref: ModelRef) -> ModelServer:
-    """The model's row; a start is sent to the workers when none is starting or running."""
+def request_start(ref: ModelRef, by: str = "") -> ModelServer:
+    """The model's row; a start is sent to the workers when none is starting or running. `by`: whose
+    request starts it (the fleet page and a run waiting behind it say so)."""
     with transaction.atomic():
         server, _ = ModelServer.objects.select_for_update().get_or_create(
             ref=ref.name, defaults={"model_path": ref.model_path, "checkpoint": ref.checkpoint}
@@ -38,7 +39,7 @@ def request_start(ref: ModelRef) -> ModelServer:
         server.state, server.generation, server.error = STARTING, server.generation + 1, ""
         server.model_path, server.checkpoint, server.model_spec = ref.model_path, ref.checkpoint, ref.model_spec
         server.address = server.worker = server.engine = ""
-        server.started, server.last_used = None, timezone.now()
+        server.started, server.last_used, server.started_by = None, timezone.now(), by[:200]
         server.save()
         generation = server.generation
         transaction.on_commit(lambda: app.send_task(SERVE_MODEL_TASK, args=[server.pk, generation]))
@@ -58,10 +59,10 @@ def _state(server_id: int) -> ModelServer | None:
     return ModelServer.objects.filter(pk=server_id).first()
 
 
-async def ready(ref: ModelRef, timeout: float | None = None) -> ModelServer:
+async def ready(ref: ModelRef, timeout: float | None = None, by: str = "") -> ModelServer:
     """The model's ready server, started if need be; NotServing when it fails or no worker starts it in time."""
     timeout = settings.SERVING_START_TIMEOUT_S if timeout is None else timeout
-    server = await sync_to_async(request_start)(ref)
+    server = await sync_to_async(request_start)(ref, by)
     deadline = time.monotonic() + timeout
     while True:
         if server.state == READY and server.address:
@@ -70,7 +71,7 @@ async def ready(ref: ModelRef, timeout: float | None = None) -> ModelServer:
         if server.state == FAILED:
             raise NotServing(f"the model server for {ref.name} failed to start: {server.error or 'no reason given'}")
         if server.state in (STOPPED, STOPPING):  # stopped between our start and now (idle): start again
-            server = await sync_to_async(request_start)(ref)
+            server = await sync_to_async(request_start)(ref, by)
         if time.monotonic() > deadline:
             if server.worker:  # a worker took it: the model is still loading
                 raise NotServing(f"the model server for {ref.name} is still starting after {timeout:.0f} s; try again")

@@ -30,7 +30,7 @@ class ModelServerPlacesTest(StudioTestCase):
     def serving(self, state: str = READY, idle_s: float = 120, device: str | None = "0", run=None) -> ModelServer:
         ref = f"run-{(run or self.trained).pk}/step-40"
         server = ModelServer.objects.create(ref=ref, model_path="/models/tiny", state=state, worker="gpu@a",
-                                            last_used=timezone.now() - timedelta(seconds=idle_s))  # fmt: skip
+                                            started_by="bob", last_used=timezone.now() - timedelta(seconds=idle_s))  # fmt: skip
         if device is not None:
             self.assertTrue(leases.take_for_server(server.pk, "gpu@a", device))
         return server
@@ -41,12 +41,12 @@ class ModelServerPlacesTest(StudioTestCase):
         run = self.make_run("queued")
         self.assertIsNone(leases.take(run.pk, "gpu@a", ["0"], 1))
         self.assertEqual(leases.waiting_reason(1, "gpu@a", ["0", "1"], own="0", team_id=self.team.pk),
-                         f"waiting for GPU 0 of gpu@a, which a model server ({server.ref} on gpu@a, idle 2 min, "
+                         f"waiting for GPU 0 of gpu@a, which a model server ({server.ref} on gpu@a, started by bob, idle 2 min, "
                          "stops when idle in 8 min) holds")  # fmt: skip
         self.assertEqual(leases.waiting_reason(1, "gpu@a", ["0", "1"], own="0", team_id=self.other_team.pk),
                          "waiting for GPU 0 of gpu@a, which a model server of another team (on gpu@a, idle 2 min, "
                          "stops when idle in 8 min) holds")  # fmt: skip
-        self.assertIn(f"; a model server ({server.ref} on gpu@a, idle 2 min, stops when idle in 8 min) holds a GPU",
+        self.assertIn(f"; a model server ({server.ref} on gpu@a, started by bob, idle 2 min, stops when idle in 8 min) holds a GPU",
                       leases.waiting_reason(2, "gpu@a", ["0", "1"], team_id=self.team.pk))  # fmt: skip
 
     def test_a_lease_whose_server_stopped_holds_nothing_and_a_lease_has_exactly_one_holder(self):
@@ -66,7 +66,7 @@ class ModelServerPlacesTest(StudioTestCase):
         self.assertEqual(
             queueing.waits_behind(run),
             "waiting for a free worker: the 'gpu' queue's 1 place (gpu@a) "
-            f"is taken by a model server ({server.ref} on gpu@a, idle 2 min, stops when idle in 8 min)",
+            f"is taken by a model server ({server.ref} on gpu@a, started by bob, idle 2 min, stops when idle in 8 min)",
         )
         self.assertEqual(
             queueing.waits_behind(run, name_runs=False),
@@ -86,7 +86,14 @@ class ModelServerPlacesTest(StudioTestCase):
             page = self.client.get("/fleet/").content.decode()
             self.assertIn("#0 NVIDIA H100 — 0.5 / 79.6 GB · <b>held by a model server</b>", page)
             row = page[page.index(f'data-server="{server.pk}"') :].split("</tr>")[0]
-            for text in (model, "gpu@a", "<td>0</td>", READY, "idle 2 min, stops when idle in 8 min"):
+            for text in (
+                model,
+                "<td>bob</td>" if user is not self.charlie else "<td></td>",
+                "gpu@a",
+                "<td>0</td>",
+                READY,
+                "idle 2 min, stops when idle in 8 min",
+            ):
                 self.assertIn(text, row, user.username)
             self.assertEqual(f"/fleet/servers/{server.pk}/stop" in row, stop, user.username)
             if user is self.charlie:
@@ -108,3 +115,12 @@ class ModelServerPlacesTest(StudioTestCase):
         self.client.post(f"/fleet/servers/{waiting.pk}/stop")
         self.assertEqual(ModelServer.objects.get(pk=waiting.pk).state, STOPPED)  # no task took it: nothing to wait for
         self.assertEqual(self.client.post("/fleet/servers/999999/stop").status_code, 404)
+
+    def test_a_start_keeps_who_asked_for_it(self):
+        from studio.serving import refs, servers
+
+        ref = refs.ModelRef(name=f"run-{self.trained.pk}/base", run_id=self.trained.pk, team_id=self.team.pk,
+                            model_path="/models/tiny")  # fmt: skip
+        with self.captureOnCommitCallbacks(execute=False):
+            server = servers.request_start(ref, by="API token 'ci'")
+        self.assertEqual((server.state, ModelServer.objects.get(pk=server.pk).started_by), (STARTING, "API token 'ci'"))
