@@ -205,6 +205,11 @@ class StepParts:
         return step_rollouts(groups, {id(g) for g in trained}, step=step, multi_turn=self.spec.environment is not None,
                              dist=dist_info())  # fmt: skip
 
+    def trained(self, found) -> list:
+        """The groups of `found` (trainers.run.collection.Collected) a step trains on, as Trainer.step cuts them:
+        the kept ones, up to this process's share of prompts_per_step (dynamic sampling keeps whole rounds)."""
+        return found.kept[: self.collector.local_prompts]
+
     def step(self) -> tuple[Any, dict[str, float]]:
         """One step of the parts, one process, as `Trainer.step` runs them: collect, adapt a procedural task's
         difficulty, off-policy guidance's rows, update on the kept groups (parts built without the update
@@ -219,7 +224,7 @@ class StepParts:
         started = time.perf_counter()
         found = self.collector.collect(self.step_count)
         procedural = self.collector.adapt_difficulty(found.generated)
-        train_groups = found.kept[: self.collector.local_prompts]
+        train_groups = self.trained(found)
         train_started = time.perf_counter()
         guidance, guidance_metrics = guidance_batch(
             found.generated, self.spec.algorithm, self.tokenizer, self.curriculum.passes,
@@ -292,6 +297,6 @@ def stepped(spec: RunSpec, reporter, steps: int | None = None, *, update: bool =
             found, metrics = parts.step()
             silence.observe(parts.step_count, metrics, reporter)
             reporter.metrics(parts.step_count, metrics)
-            reporter.rollouts(parts.step_count, parts.rollouts(found.generated, found.kept, parts.step_count))
+            reporter.rollouts(parts.step_count, parts.rollouts(found.generated, parts.trained(found), parts.step_count))
         if save:
             save_checkpoint(parts)

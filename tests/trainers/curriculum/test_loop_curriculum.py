@@ -1,9 +1,11 @@
-"""The curriculum in real training runs on the tiny model: the default trains as before, the
-samplers' choices survive a resume, budgets give groups of their own sizes, events are reported."""
+"""The curriculum on the tiny model: the default draws as before and the samplers' randomness moves nothing
+else, budgets give groups of their own sizes (both on a step's parts, tests.trainers.helpers.stepped, with
+the update); in whole runs (what the trainer reports and how a run resumes), events are reported and the
+samplers' choices survive a resume."""
 
 import pytest
 
-from tests.trainers.helpers import tiny_spec
+from tests.trainers.helpers import stepped, tiny_spec
 from trainers.data.prompts import load_prompts
 from trainers.data.source import PromptSource
 from trainers.report import MemoryReporter
@@ -16,6 +18,13 @@ NONDETERMINISTIC = ("timing/", "perf/")
 def run(spec: RunSpec, **kwargs) -> MemoryReporter:
     reporter = MemoryReporter()
     train(spec, reporter, **kwargs)
+    return reporter
+
+
+def stepped_run(spec: RunSpec) -> MemoryReporter:
+    """`spec`'s steps on its parts (collection and the update), reported as a run reports them."""
+    reporter = MemoryReporter()
+    stepped(spec, reporter, update=True)
     return reporter
 
 
@@ -32,7 +41,7 @@ def groups_of(reporter: MemoryReporter) -> list[list[tuple[str, int]]]:
 
 def test_the_default_curriculum_draws_the_data_order_and_its_randomness_moves_nothing_else(tiny_model_path, tmp_path):
     spec = tiny_spec(tiny_model_path, tmp_path / "default", optim={"total_steps": 3, "seed": 5})
-    default = run(spec)
+    default = stepped_run(spec)
     from transformers import AutoTokenizer
 
     source = PromptSource(load_prompts(spec.data, AutoTokenizer.from_pretrained(tiny_model_path)), seed=5)
@@ -43,7 +52,7 @@ def test_the_default_curriculum_draws_the_data_order_and_its_randomness_moves_no
     # online_difficulty with a floor of 1 draws every slot in data order, while drawing from its own
     # generator each step (a binomial and a Beta sample per prompt): completions and rewards must
     # be those of the default run, token for token.
-    curious = run(tiny_spec(tiny_model_path, tmp_path / "floor", optim={"total_steps": 3, "seed": 5},
+    curious = stepped_run(tiny_spec(tiny_model_path, tmp_path / "floor", optim={"total_steps": 3, "seed": 5},
                             curriculum={"sampler": "online_difficulty", "exploration_floor": 1.0}))  # fmt: skip
     for (_, a), (_, b) in zip(default.rollout_batches, curious.rollout_batches, strict=True):
         assert [(r.prompt_id, r.completion, r.reward) for r in a] == [(r.prompt_id, r.completion, r.reward) for r in b]
@@ -80,7 +89,7 @@ def test_a_knapsack_budget_trains_on_groups_of_their_own_sizes_with_dynamic_samp
         curriculum={"sampler": "online_difficulty", "budget": "knapsack", "min_group_size": 2, "max_group_size": 7,
                     "prior_alpha": 1.0, "prior_beta": 3.0},
     )  # fmt: skip
-    reporter = run(spec)
+    reporter = stepped_run(spec)
     sizes = [size for step in groups_of(reporter) for _, size in step]
     assert all(2 <= s <= 7 for s in sizes) and len(set(sizes)) > 1
     first_round = [size for _, size in groups_of(reporter)[0][:3]]
