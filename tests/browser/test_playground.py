@@ -73,7 +73,6 @@ def test_two_models_answer_side_by_side_and_the_talk_is_saved_as_a_note(browser,
         expect(columns.nth(i).locator("[data-role=assistant]")).to_have_attribute("data-done", "1", timeout=180_000)
         expect(columns.nth(i).locator("[data-role=user]")).to_have_text("Hello both")
     assert [columns.nth(i).get_attribute("data-column") for i in range(2)] == [f"run-{run}/base", f"run-{run}/step-4"]
-    page.screenshot(path=str(studio.folder / "playground.png"))  # the README's shot comes from this page
     page.locator("[data-save]").click()
     expect(page.locator("[data-status]")).to_have_text("saved as a note on the run")
     notes = page.evaluate(f"fetch('/api/runs/{run}/notes/').then(r => r.json())")
