@@ -53,23 +53,15 @@ def target_error(raw: str, team) -> str | None:
     return None
 
 
-def _run(user, run_id: int, need: str) -> Run:
-    run = Run.objects.filter(pk=run_id).first()
-    if run is None:
-        raise Http404("not found")
-    perms.check(user, run, need)
-    return run
-
-
 @login_required
 def export_page(request: HttpRequest, run_id: int) -> HttpResponse:
     """GET: the form (a checkpoint step, merged or adapter, a folder or a download); POST: the export."""
-    run = _run(request.user, run_id, perms.VIEW)
+    run = perms.get_for(request.user, Run.objects, run_id, perms.VIEW)
     steps = sorted(set(Checkpoint.objects.filter(run=run).values_list("step", flat=True)))
     context = {"run": run, "steps": steps, "modes": MODES, "result": None, "error": "",
                "can_edit": perms.has_role(request.user, run.team_id, perms.EDIT)}  # fmt: skip
     if request.method == "POST":
-        _run(request.user, run_id, perms.EDIT)
+        perms.check(request.user, run, perms.EDIT)
         context["error"] = _form_error(request, run, steps)
         if not context["error"]:
             context["result"], context["error"] = _export(request, run)
@@ -106,7 +98,7 @@ def _export(request: HttpRequest, run: Run) -> tuple[dict | None, str]:
 
 @login_required
 def export_download(request: HttpRequest, run_id: int, name: str) -> HttpResponse:
-    _run(request.user, run_id, perms.VIEW)
+    perms.get_for(request.user, Run.objects, run_id, perms.VIEW)
     folder = download_folder(run_id)
     path = folder / name
     if not name.endswith(".zip") or "/" in name or path.parent != folder or not path.is_file():
