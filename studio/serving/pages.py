@@ -21,7 +21,7 @@ from django.shortcuts import redirect, render
 from studio.accounts import permissions as perms
 from studio.accounts.models import Team
 from studio.runs.models import Run
-from studio.serving import bodies, proxy, refs, relay, tokens
+from studio.serving import agent, bodies, proxy, refs, relay, tokens
 from studio.serving.api import sse
 from studio.serving.models import SCOPES, ApiToken
 from studio.sharing.models import TEXT_MAX, Note, notes_changed
@@ -76,16 +76,20 @@ def playground(request: HttpRequest, run_id: int) -> HttpResponse:
     own = [r for r in refs.listed({run.team_id}) if r.run_id == run.pk]
     others = [r for r in refs.listed(team_ids) if r.run_id != run.pk][:100]
     context = {"run": run, "own": own, "others": others, "max_tokens": settings.SERVING_MAX_TOKENS,
-               "can_note": perms.has_role(request.user, run.team_id, perms.EDIT)}  # fmt: skip
+               "can_note": perms.has_role(request.user, run.team_id, perms.EDIT),
+               "run_tools": agent.tool_names(agent.run_environment(run.spec)),
+               "has_tools": agent.run_environment(run.spec) is not None}  # fmt: skip
     return render(request, "serving/playground.html", context)
 
 
-def _prepare(request: HttpRequest, run_id: int) -> tuple[refs.ModelRef, dict[str, Any]] | JsonResponse:
+def _prepare(request: HttpRequest, run_id: int) -> tuple[refs.ModelRef, dict[str, Any], dict | None] | JsonResponse:
+    """(the model, the checked request, the run's tools environment when the page asks to use it)."""
     if not request.user.is_authenticated:
         return JsonResponse({"error": {"message": "sign in first", "param": None}}, status=403)
-    _member_run(request.user, run_id)
+    run = _member_run(request.user, run_id)
     try:
         body = json.loads(request.body or b"null")
+        section = _run_tools(body, run)
         name = bodies.model_name(body)
         checked = bodies.chat({**body, "stream": True})
     except ValueError as exc:  # BadField is one
@@ -96,7 +100,18 @@ def _prepare(request: HttpRequest, run_id: int) -> tuple[refs.ModelRef, dict[str
     if ref is None:
         return JsonResponse({"error": {"message": f"model: no model {name[:200]!r} of your teams", "param": "model"}},
                             status=404)  # fmt: skip
-    return ref, checked
+    return ref, checked, section
+
+
+def _run_tools(body: Any, run: Run) -> dict[str, Any] | None:
+    """The run's tools environment when `use_run_tools` is true (taken out of the body), else None."""
+    use = body.pop("use_run_tools", False) if isinstance(body, dict) else False
+    if not isinstance(use, bool):
+        raise bodies.BadField("use_run_tools", "must be true or false")
+    section = agent.run_environment(run.spec)
+    if use and section is None:
+        raise bodies.BadField("use_run_tools", "this run's spec has no tools environment")
+    return section if use else None
 
 
 async def _events(events: AsyncIterator[dict[str, Any] | str]) -> AsyncIterator[bytes]:
@@ -115,9 +130,13 @@ async def playground_generate(request: HttpRequest, run_id: int) -> HttpResponse
     prepared = await sync_to_async(_prepare)(request, run_id)
     if isinstance(prepared, JsonResponse):
         return prepared
-    ref, checked = prepared
+    ref, checked, section = prepared
     try:
-        events = await proxy.stream(ref, "chat", checked, by=user.get_username())
+        if section is not None:  # the run's tools, run on the worker between the model's turns
+            start = await agent.begin(ref, checked, section, user.get_username())
+            events = agent.events(ref, checked, section, start, user.get_username())
+        else:
+            events = await proxy.stream(ref, "chat", checked, by=user.get_username())
     except proxy.ServingError as exc:
         return JsonResponse({"error": {"message": exc.message, "param": exc.param}}, status=exc.status)
     response = StreamingHttpResponse(_events(events), content_type="text/event-stream")

@@ -4,6 +4,9 @@ POST /v1/chat/completions and /v1/completions (streamed as SSE or not), GET /v1/
     ROLLOUT_SERVING_KEY=... python -m workers.serving.hf_server --name run-1/step-4 \\
         --model-path <base> [--checkpoint <folder>] [--model-spec '{"dtype": ...}'] --port 8123
 
+POST /studio/tools/start and /studio/tools/step: the playground's "use the run's tools", the run's tools
+environment run here, on the worker (workers.serving.agent_tools).
+
 Sampling: temperature (0: greedy), top_p, max_tokens, seed, stop, n. Chat requests go through the
 model's chat template with tools (`workers.serving.chat`), and calls come back as OpenAI tool_calls.
 One generation at a time (a lock): the process serves one model on the worker's device, and its
@@ -100,6 +103,23 @@ class Generator:
         return text, finish, len(new)
 
 
+def _tools_start(body: dict[str, Any]) -> dict[str, Any]:
+    from workers.serving import agent_tools
+
+    return agent_tools.start(body)
+
+
+def _tools_step(body: dict[str, Any]) -> dict[str, Any]:
+    from workers.serving import agent_tools
+
+    return agent_tools.step(body)
+
+
+# The playground's "use the run's tools": the environment's start and step, run here on the worker.
+TOOL_PATHS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "/studio/tools/start": _tools_start, "/studio/tools/step": _tools_step}  # fmt: skip
+
+
 def _chunk(kind: str, rid: str, name: str, choices: list[dict[str, Any]], usage: dict | None = None) -> dict:
     event = {"id": rid, "object": kind, "created": int(time.time()), "model": name, "choices": choices}
     if usage is not None:
@@ -147,13 +167,16 @@ class Handler(BaseHTTPRequestHandler):
         if not self._authorised():
             return
         kind = {"/v1/chat/completions": "chat", "/v1/completions": "completion"}.get(self.path)
-        if kind is None:
+        tools = TOOL_PATHS.get(self.path)
+        if kind is None and tools is None:
             return self._error(404, "not found")
         length = int(self.headers.get("Content-Length") or 0)
         if not 0 < length <= MAX_BODY_BYTES:
             return self._error(413, f"a body of 1 to {MAX_BODY_BYTES} bytes is required")
         try:
             body = json.loads(self.rfile.read(length))
+            if tools is not None:  # the run's tools environment (workers.serving.agent_tools): no generation
+                return self._json(200, tools(body))
             ids = self._prompt(kind, body)
         except (ValueError, KeyError, TypeError) as exc:
             return self._error(400, f"{type(exc).__name__}: {exc}")

@@ -49,15 +49,20 @@ function sampling() {
   return out;
 }
 
+function useTools() {
+  const box = form.elements.use_run_tools;
+  return box ? { use_run_tools: box.checked } : {};
+}
+
 async function reply(column) {
   const system = form.elements.system.value.trim();
   const messages = system ? [{ role: "system", content: system }, ...column.messages] : column.messages;
-  const el = turn(column, "assistant", "");
+  let el = turn(column, "assistant", "");
   el.dataset.streaming = "1";
   const resp = await fetch(`/runs/${runId}/playground/generate`, {
     method: "POST",
     headers: { "Content-Type": "application/json", "X-CSRFToken": cookie("csrftoken") },
-    body: JSON.stringify({ model: column.model, messages, ...sampling() }),
+    body: JSON.stringify({ model: column.model, messages, ...sampling(), ...useTools() }),
   });
   if (!resp.ok) {
     const body = await resp.json().catch(() => ({}));
@@ -82,6 +87,30 @@ async function reply(column) {
       const data = line.slice(5).trim();
       if (data === "[DONE]") continue;
       const event = JSON.parse(data);
+      // The run's tools: each call as soon as the turn is read, its result once the worker ran it;
+      // the model's next turn goes into a new reply below them.
+      if (event.tool_call || event.tool_result || event.tool_notice) {
+        if (el.dataset.streaming) {
+          delete el.dataset.streaming;
+          el.dataset.done = "1";
+          column.messages.push({ role: "assistant", content: text });
+        }
+        if (event.tool_call) {
+          const shown = turn(column, "tool-call", `${event.tool_call.name}(${JSON.stringify(event.tool_call.arguments)})`);
+          shown.dataset.tool = event.tool_call.name;
+        } else if (event.tool_result) {
+          const shown = turn(column, "tool-result", event.tool_result.content);
+          shown.dataset.tool = event.tool_result.name;
+          if (event.tool_result.error) shown.dataset.error = "1";
+          column.messages.push({ role: "tool", content: event.tool_result.content });
+        } else turn(column, "tool-notice", event.tool_notice);
+        continue;
+      }
+      if (!el.dataset.streaming && (event.choices || []).length) {
+        el = turn(column, "assistant", "");
+        el.dataset.streaming = "1";
+        text = "";
+      }
       if (event.error) {
         el.dataset.error = "1";
         text += `\n[${event.error.message}]`;
@@ -94,9 +123,11 @@ async function reply(column) {
       el.textContent = text;
     }
   }
-  delete el.dataset.streaming;
-  el.dataset.done = "1";
-  column.messages.push({ role: "assistant", content: text });
+  if (el.dataset.streaming) {
+    delete el.dataset.streaming;
+    el.dataset.done = "1";
+    column.messages.push({ role: "assistant", content: text });
+  }
 }
 
 form.addEventListener("submit", async (event) => {
