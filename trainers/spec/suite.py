@@ -81,17 +81,13 @@ class SuiteSpec(Section):
     @field_validator("tasks")
     @classmethod
     def _unique_tasks(cls, v: list[SuiteTaskSpec]) -> list[SuiteTaskSpec]:
-        names = [t.name for t in v]
-        if dupes := sorted({n for n in names if names.count(n) > 1}):
-            raise ValueError(f"task names must be unique; repeated: {', '.join(dupes)}")
+        _refuse_repeats("task names", [t.name for t in v])
         return v
 
     @field_validator("models")
     @classmethod
     def _unique_labels(cls, v: list[SuiteModelSpec]) -> list[SuiteModelSpec]:
-        labels = [m.label for m in v]
-        if dupes := sorted({n for n in labels if labels.count(n) > 1}):
-            raise ValueError(f"model labels must be unique; repeated: {', '.join(dupes)}")
+        _refuse_repeats("model labels", [m.label for m in v])
         return v
 
     @model_validator(mode="after")
@@ -134,3 +130,8 @@ class SuiteSpec(Section):
 
     def cell_spec(self, model: SuiteModelSpec, task: SuiteTaskSpec) -> RunSpec:
         return RunSpec.model_validate(self.cell_config(model, task))
+
+
+def _refuse_repeats(what: str, names: list[str]) -> None:
+    if dupes := sorted({n for n in names if names.count(n) > 1}):
+        raise ValueError(f"{what} must be unique; repeated: {', '.join(dupes)}")

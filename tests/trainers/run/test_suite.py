@@ -108,8 +108,11 @@ def test_a_task_that_makes_no_valid_run_is_refused_at_its_place(tiny_model_path,
         suite(tiny_model_path, letters, [{"label": "base"}],
               tasks=[{"name": "guess", "data": procedural, "rubric": regex_rubric("x")}])  # fmt: skip
     assert caught.value.errors()[0]["loc"][:4] == ("tasks", "0", "data", "procedural")
-    with pytest.raises(ValidationError, match="repeated: base"):
+    with pytest.raises(ValidationError, match="model labels must be unique; repeated: base"):
         suite(tiny_model_path, letters, [{"label": "base"}, {"label": "base"}])
+    twice = suite(tiny_model_path, letters, [{"label": "base"}]).model_dump()["tasks"][:1] * 2
+    with pytest.raises(ValidationError, match="task names must be unique; repeated: anything"):
+        suite(tiny_model_path, letters, [{"label": "base"}], tasks=twice)
 
 
 def test_an_evaluation_run_is_the_one_pair_case_of_a_suite(tiny_model_path, letters):
