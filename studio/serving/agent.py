@@ -82,7 +82,9 @@ def _messages(value: Any, what: str) -> list[dict[str, str]]:
 
 async def begin(ref: ModelRef, checked: dict[str, Any], section: dict[str, Any], by: str) -> dict[str, Any]:
     """The episode's start (its first messages, stop strings, turn limits): ServingError now, before any event."""
-    start = await _post(ref, "start", {"environment": section, "messages": checked["messages"]}, by)
+    # Earlier turns come back from the page as the engine gave them: their calls closed again, as trained on.
+    earlier = [{**m, "content": closed(m["content"])} if m["role"] == "assistant" else m for m in checked["messages"]]
+    start = await _post(ref, "start", {"environment": section, "messages": earlier}, by)
     limits = [start.get(k) for k in ("max_turns", "max_turn_tokens")]
     if not all(isinstance(v, int) and v > 0 for v in limits) or not isinstance(start.get("stop"), list):
         raise proxy.ServingError(502, "the model server answered the tools badly (start)", "bad_model_answer")
