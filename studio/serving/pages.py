@@ -20,6 +20,7 @@ from django.shortcuts import redirect, render
 
 from studio.accounts import permissions as perms
 from studio.accounts.models import Team
+from studio.experiments import paths
 from studio.runs.models import Run
 from studio.serving import agent, bodies, proxy, refs, relay, tokens
 from studio.serving.api import sse
@@ -61,17 +62,9 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def _member_run(user, run_id: int, need: str = perms.VIEW) -> Run:
-    run = Run.objects.filter(pk=run_id).first()
-    if run is None:
-        raise Http404("not found")
-    perms.check(user, run, need)
-    return run
-
-
 @login_required
 def playground(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _member_run(request.user, run_id)
+    run = perms.get_for(request.user, Run.objects, run_id)
     team_ids = set(perms.visible_teams(request.user).values_list("pk", flat=True))
     own = [r for r in refs.listed({run.team_id}) if r.run_id == run.pk]
     others = [r for r in refs.listed(team_ids) if r.run_id != run.pk][:100]
@@ -86,7 +79,7 @@ def _prepare(request: HttpRequest, run_id: int) -> tuple[refs.ModelRef, dict[str
     """(the model, the checked request, the run's tools environment when the page asks to use it)."""
     if not request.user.is_authenticated:
         return JsonResponse({"error": {"message": "sign in first", "param": None}}, status=403)
-    run = _member_run(request.user, run_id)
+    run = perms.get_for(request.user, Run.objects, run_id)
     try:
         body = json.loads(request.body or b"null")
         section = _run_tools(body, run)
@@ -111,6 +104,11 @@ def _run_tools(body: Any, run: Run) -> dict[str, Any] | None:
     section = agent.run_environment(run.spec)
     if use and section is None:
         raise bodies.BadField("use_run_tools", "this run's spec has no tools environment")
+    # The path policy again at each use, as a run's worker checks before it reads: a tool's corpus or
+    # function file accepted at launch may have become a link into the data folder since.
+    if use and (refused := paths.environment_errors(section, run.team)):
+        field, why = next(iter(refused.items()))
+        raise bodies.BadField("use_run_tools", f"the run's environment {field}: {why}")
     return section if use else None
 
 
@@ -156,7 +154,7 @@ def conversation_text(model: str, messages: list[dict[str, Any]]) -> str:
 def playground_save(request: HttpRequest, run_id: int) -> HttpResponse:
     if request.method != "POST":
         return JsonResponse({"error": {"message": "use POST", "param": None}}, status=405)
-    run = _member_run(request.user, run_id, perms.EDIT)
+    run = perms.get_for(request.user, Run.objects, run_id, perms.EDIT)
     try:
         body = json.loads(request.body or b"null")
         name = bodies.model_name(body)
