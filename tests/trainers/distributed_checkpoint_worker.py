@@ -63,6 +63,7 @@ class Run:
     step_count: int = 0
     hinter: Any = None
     last_checkpoint: str | None = None
+    validation_pending: bool = False
 
 
 def new_run(spec: RunSpec, rank: int = 0, world: int = 1, *, resume_from: str | None = None, shard: bool = True) -> Run:
