@@ -1,8 +1,10 @@
 """A stop that stops, in a real browser against a real studio and Celery worker training the tiny model
 (issue 39: a stop used to wait for the whole step, 4 min 44 s on a CPU with the real model).
 
-The runs sample long completions (LONG_TOKENS at a high temperature: a step takes minutes on 2 shared
-cores), so a run that ends within STOP_BOUND_S of the click ended inside its step. The test measures the
+The runs sample long completions: greedy, the tiny model never samples its EOS, so each of a step's 8
+completions runs to LONG_TOKENS, one at a time (53 s for the whole one-step run with the CI suite beside it; minutes on a
+busy one; at a high temperature some ended early and a quiet machine finished the step before the click),
+so a run that ends within STOP_BOUND_S of the click ended inside its step. The test measures the
 seconds from the click on the dialog's choice to the page saying "cancelled":
 
 - "Stop now (no checkpoint)" on a fresh run: it ends with no step done and no checkpoint;
@@ -29,7 +31,7 @@ LONG_TOKENS = 1500
 STOP_BOUND_S = 20.0  # the worker reads the stop within a second; the page hears the end over its websocket
 SMALL = {"optim": {"total_steps": 1, "prompts_per_step": 2}, "algorithm": {"group_size": 4}}
 LONG = {"optim": {"total_steps": 3, "prompts_per_step": 2}, "algorithm": {"group_size": 4},
-        "rollout": {"max_new_tokens": LONG_TOKENS, "temperature": 3.0}}  # fmt: skip
+        "rollout": {"max_new_tokens": LONG_TOKENS, "temperature": 0.0, "generation_batch_size": 1}}  # fmt: skip
 
 # The demo experiment (studio.bootstrap, as `./studioctl up` makes it), launched with `overrides`; prints the
 # run's id and a session of the user who launched it.
