@@ -2,9 +2,9 @@
 (issue 39: a stop used to wait for the whole step, 4 min 44 s on a CPU with the real model).
 
 The runs sample long completions: greedy, the tiny model never samples its EOS, so each of a step's 8
-completions runs to LONG_TOKENS, one at a time (53 s for the whole one-step run with the CI suite beside it; minutes on a
-busy one; at a high temperature some ended early and a quiet machine finished the step before the click),
-so a run that ends within STOP_BOUND_S of the click ended inside its step. The test measures the
+completions runs to LONG_TOKENS, one at a time (a one-step run took 53 s here beside the CI suite; at a
+high temperature some ended early and a quiet machine finished the step before the click), so a run
+that ends within STOP_BOUND_S of the click ended inside its step. The test measures the
 seconds from the click on the dialog's choice to the page saying "cancelled":
 
 - "Stop now (no checkpoint)" on a fresh run: it ends with no step done and no checkpoint;
