@@ -9,25 +9,15 @@ dropped connection) is answered from here and stored once; the same id with anot
 
 from __future__ import annotations
 
-import hashlib
-import secrets
-
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from studio.lib import keys
 from studio.runs.models import Run
 
 TOKEN_PREFIX = "rst_"  # "rollout studio token": recognisable in a log or a secret scanner
 BATCH_ID_CHARS = 100
-
-
-def token_digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def new_token() -> str:
-    return TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
 class RunToken(models.Model):
@@ -45,8 +35,8 @@ class RunToken(models.Model):
     @classmethod
     def issue(cls, run: Run, user=None) -> tuple[RunToken, str]:
         """A new token for `run`: (its row, the token itself, which only this answer ever holds)."""
-        token = new_token()
-        row = cls.objects.create(run=run, digest=token_digest(token), prefix=token[: len(TOKEN_PREFIX) + 4],
+        token = keys.new_key(TOKEN_PREFIX)
+        row = cls.objects.create(run=run, digest=keys.digest(token), prefix=token[: len(TOKEN_PREFIX) + 4],
                                  created_by=user if user is not None and user.is_authenticated else None)  # fmt: skip
         return row, token
 
@@ -55,7 +45,7 @@ class RunToken(models.Model):
         """The unrevoked row of `token`, with its run; None for anything else."""
         if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX) or len(token) > 100:
             return None
-        return cls.objects.filter(digest=token_digest(token), revoked__isnull=True).select_related("run").first()
+        return cls.objects.filter(digest=keys.digest(token), revoked__isnull=True).select_related("run").first()
 
     def revoke(self) -> None:
         if self.revoked is None:

@@ -1,24 +1,18 @@
 """Team API tokens for /v1/: made (the key shown once), found from a request's bearer key, revoked.
 
-The key is random (secrets.token_urlsafe); only its SHA-256 is stored, so a copy of the database does
-not open the endpoint. A SHA-256 rather than a slow password hash: the key has 256 bits of entropy.
+The key is random and only its digest is stored (studio.lib.keys), so a copy of the database does not
+open the endpoint.
 """
 
 from __future__ import annotations
 
-import hashlib
-import secrets
-
 from django.utils import timezone
 
+from studio.lib import keys
 from studio.serving.models import SCOPES, ApiToken
 
 KEY_PREFIX = "rs-"
 MAX_KEY_CHARS = 200  # a longer Authorization header is refused before it is hashed
-
-
-def hash_key(key: str) -> str:
-    return hashlib.sha256(key.encode("utf-8", "replace")).hexdigest()
 
 
 def scope_errors(scopes: object) -> str | None:
@@ -33,9 +27,9 @@ def scope_errors(scopes: object) -> str | None:
 
 def create(team, name: str, scopes: list[str], user=None) -> tuple[ApiToken, str]:
     """(the token row, its key): the key is not stored and cannot be shown again."""
-    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    key = keys.new_key(KEY_PREFIX)
     token = ApiToken.objects.create(
-        team=team, name=name, scopes=sorted(set(scopes)), prefix=key[:10], key_hash=hash_key(key), created_by=user
+        team=team, name=name, scopes=sorted(set(scopes)), prefix=key[:10], key_hash=keys.digest(key), created_by=user
     )
     return token, key
 
@@ -47,7 +41,7 @@ def authenticate(authorization: str | None) -> ApiToken | None:
     kind, _, key = authorization.partition(" ")
     if kind.lower() != "bearer" or not key.startswith(KEY_PREFIX):
         return None
-    token = ApiToken.objects.select_related("team").filter(key_hash=hash_key(key.strip()), revoked=None).first()
+    token = ApiToken.objects.select_related("team").filter(key_hash=keys.digest(key.strip()), revoked=None).first()
     if token is not None:
         ApiToken.objects.filter(pk=token.pk).update(last_used=timezone.now())
     return token
