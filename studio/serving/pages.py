@@ -21,6 +21,7 @@ from django.shortcuts import redirect, render
 from studio.accounts import permissions as perms
 from studio.accounts.models import Team
 from studio.experiments import paths
+from studio.lib.params import as_id
 from studio.runs.models import Run
 from studio.serving import agent, bodies, proxy, refs, relay, tokens
 from studio.serving.api import sse
@@ -38,7 +39,7 @@ def api_tokens(request: HttpRequest, team_id: int) -> HttpResponse:
     if request.method == "POST":
         perms.check(request.user, team, perms.EDIT)
         if "revoke" in request.POST:
-            token = ApiToken.objects.filter(team=team, pk=_int(request.POST.get("revoke"))).first()
+            token = ApiToken.objects.filter(team=team, pk=as_id(request.POST.get("revoke"))).first()
             if token is None:
                 raise Http404("not found")
             tokens.revoke(token)
@@ -53,13 +54,6 @@ def api_tokens(request: HttpRequest, team_id: int) -> HttpResponse:
     context = {"team": team, "role": role, "can_edit": perms.role_allows(role, perms.EDIT), "scopes": SCOPES,
                "tokens": ApiToken.objects.filter(team=team), "new_key": new_key, "error": error}  # fmt: skip
     return render(request, "serving/api_tokens.html", context, status=400 if error else 200)
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 @login_required

@@ -120,3 +120,12 @@ def test_a_run_without_a_model_section_lists_nothing(team):
 def test_the_teams_page_and_the_run_page_link_to_tokens_and_playground(team, alice, trained):
     assert f'href="/teams/{team.pk}/api-tokens/"' in signed_in(alice).get("/teams/").content.decode()
     assert f'href="/runs/{trained.pk}/playground/"' in signed_in(alice).get(f"/runs/{trained.pk}/").content.decode()
+
+
+@pytest.mark.parametrize("revoke", ["abc", "99999999999999999999999", "-1", ""])
+def test_revoking_a_token_that_is_no_id_of_the_team_is_404_and_revokes_nothing(team, alice, revoke):
+    token, _ = tokens.create(team, "ci", [INFERENCE])
+    page = signed_in(alice).post(f"/teams/{team.pk}/api-tokens/", {"revoke": revoke})
+    assert page.status_code == 404
+    token.refresh_from_db()
+    assert token.revoked is None
