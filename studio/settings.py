@@ -196,6 +196,13 @@ HEARTBEAT_TIMEOUT_S = envfloat("STUDIO_HEARTBEAT_TIMEOUT_S", 45.0)
 GPU_WAIT_RETRY_S = envfloat("STUDIO_GPU_WAIT_RETRY_S", 10.0)
 # A cancelled multi-process run stops at its next step; processes still there after this long are killed.
 RUN_STOP_GRACE_S = envfloat("STUDIO_RUN_STOP_GRACE_S", 120.0)
+# What a device-hour costs, for the cost the run pages, the usage page and the API show (studio.runs.usage),
+# in PRICE_CURRENCY; 0 (unset): not priced, and the pages show device-hours and tokens alone.
+GPU_HOUR_PRICE = envfloat("STUDIO_GPU_HOUR_PRICE", 0.0)
+CPU_HOUR_PRICE = envfloat("STUDIO_CPU_HOUR_PRICE", 0.0)
+PRICE_CURRENCY = envstr("STUDIO_PRICE_CURRENCY", "USD")
+if GPU_HOUR_PRICE < 0 or CPU_HOUR_PRICE < 0:
+    raise ImproperlyConfigured("STUDIO_GPU_HOUR_PRICE and STUDIO_CPU_HOUR_PRICE must be 0 (not priced) or more")
 # The Ray cluster that runs spanning several machines (parallel.nodes > 1) use: its head's "host:6379"
 # (the worker's machine has joined it) or a Ray Client "ray://head:10001"; RAY_ADDRESS, Ray's own
 # variable, works too. Unset: such runs are refused at launch (studio.runs.placement; docs/gpu-workers.md).
