@@ -133,6 +133,19 @@ class Run(models.Model):
         max_length=10, choices=SOURCES, default=STUDIO_SOURCE,
         help_text="studio: trained by the studio's workers; trl, verl, api: trained elsewhere and ingested (studio.ingest).",
     )  # fmt: skip
+    # What it used (studio.runs.usage), written by its worker as it runs and final when it ends: sums over its
+    # attempts (a restart is a new attempt; each attempt's share is kept in `usage` and counted once).
+    device_seconds = models.FloatField(
+        default=0.0, help_text="Wall time of its processes on their devices (GPU or CPU), summed over processes."
+    )
+    gpu_seconds = models.FloatField(default=0.0, help_text="The GPU part of device_seconds (0 for a CPU run).")
+    tokens_generated = models.BigIntegerField(default=0, help_text="Completion tokens its rollouts sampled.")
+    tokens_trained = models.BigIntegerField(default=0, help_text="Completion tokens its updates trained on.")
+    usage = models.JSONField(
+        default=dict, blank=True,
+        help_text="Per attempt and per process (studio.runs.usage.record): {attempts: {n: {processes: [{rank, device, "
+        "seconds}], device_seconds, gpu_seconds, tokens_generated, tokens_trained, final}}}.",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["-created"]
