@@ -1,9 +1,11 @@
 """The team's API tokens page, and a run's playground: a chat with its checkpoints (or its base model)
-streamed through the studio, two models side by side, the conversation saved as a note on the run.
+streamed through the studio, two models side by side, the conversation saved as a note on the run or
+as a row of one of the team's uploaded datasets (studio.datasets.rows).
 
 The playground is opened by members of the run's team (any role: it changes nothing), as the run's
 page is; share links do not open it. Generations go through the same model processes as /v1/
-(studio.serving.proxy); saving a note needs an owner's or editor's role, as notes do elsewhere.
+(studio.serving.proxy); saving a note or a row needs an owner's or editor's role, as notes and
+datasets do elsewhere.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from django.shortcuts import redirect, render
 
 from studio.accounts import permissions as perms
 from studio.accounts.models import Team
+from studio.datasets import rows
+from studio.datasets.models import Dataset
 from studio.experiments import paths
 from studio.lib.params import as_id
 from studio.runs.models import Run
@@ -64,6 +68,8 @@ def playground(request: HttpRequest, run_id: int) -> HttpResponse:
     others = [r for r in refs.listed(team_ids) if r.run_id != run.pk][:100]
     context = {"run": run, "own": own, "others": others, "max_tokens": settings.SERVING_MAX_TOKENS,
                "can_note": perms.has_role(request.user, run.team_id, perms.EDIT),
+               "row_datasets": [d for d in Dataset.objects.filter(team_id=run.team_id, source="upload", format="jsonl")
+                                if rows.takes_rows(d)],
                "run_tools": agent.tool_names(agent.run_environment(run.spec)),
                "has_tools": agent.run_environment(run.spec) is not None}  # fmt: skip
     return render(request, "serving/playground.html", context)
@@ -144,19 +150,50 @@ def conversation_text(model: str, messages: list[dict[str, Any]]) -> str:
     return text if len(text) <= TEXT_MAX else text[: TEXT_MAX - 1] + "…"
 
 
+def _saved_conversation(request: HttpRequest) -> tuple[dict[str, Any], str, list[dict[str, Any]]]:
+    """The body of a save: (body, model name, checked messages); ValueError naming the field."""
+    body = json.loads(request.body or b"null")
+    name = bodies.model_name(body)
+    return body, name, bodies.chat({"messages": body.get("messages")})["messages"]
+
+
+def _bad(exc: ValueError) -> JsonResponse:
+    param = getattr(exc, "param", "body")
+    return JsonResponse({"error": {"message": getattr(exc, "message", str(exc)), "param": param}}, status=400)
+
+
 @login_required
 def playground_save(request: HttpRequest, run_id: int) -> HttpResponse:
     if request.method != "POST":
         return JsonResponse({"error": {"message": "use POST", "param": None}}, status=405)
     run = perms.get_for(request.user, Run.objects, run_id, perms.EDIT)
     try:
-        body = json.loads(request.body or b"null")
-        name = bodies.model_name(body)
-        messages = bodies.chat({"messages": body.get("messages")})["messages"]
+        _, name, messages = _saved_conversation(request)
     except ValueError as exc:
-        param = getattr(exc, "param", "body")
-        return JsonResponse({"error": {"message": getattr(exc, "message", str(exc)), "param": param}}, status=400)
+        return _bad(exc)
     note = Note.objects.create(run=run, author=request.user, tag=PLAYGROUND_TAG,
                                text=conversation_text(name[:200], messages))  # fmt: skip
     notes_changed(run.pk, note.pk)
     return JsonResponse({"note": note.pk}, status=201)
+
+
+@login_required
+def playground_save_row(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The conversation as the last row of a dataset of the run's team (`dataset`: its id, or "new" for a
+    new "Playground conversations" dataset), to train or evaluate on later."""
+    if request.method != "POST":
+        return JsonResponse({"error": {"message": "use POST", "param": None}}, status=405)
+    run = perms.get_for(request.user, Run.objects, run_id, perms.EDIT)
+    try:
+        body, _, messages = _saved_conversation(request)
+    except ValueError as exc:
+        return _bad(exc)
+    target = body.get("dataset")
+    pk = None if target == "new" else as_id(target)
+    if target != "new" and pk is None:
+        return JsonResponse({"error": {"message": 'a dataset id, or "new"', "param": "dataset"}}, status=400)
+    try:
+        dataset = rows.save_conversation(run.team, request.user, pk, messages)
+    except rows.RowRefused as exc:
+        return JsonResponse({"error": {"message": str(exc), "param": "dataset"}}, status=400)
+    return JsonResponse({"dataset": dataset.pk, "name": dataset.name, "rows": dataset.row_count}, status=201)

@@ -10,6 +10,7 @@ urlpatterns = [
     path("runs/<int:run_id>/playground/", pages.playground, name="run-playground"),
     path("runs/<int:run_id>/playground/generate", pages.playground_generate, name="run-playground-generate"),
     path("runs/<int:run_id>/playground/save", pages.playground_save, name="run-playground-save"),
+    path("runs/<int:run_id>/playground/save-row", pages.playground_save_row, name="run-playground-save-row"),
     path("runs/<int:run_id>/export/", exports.export_page, name="run-export"),
     path("runs/<int:run_id>/export/<str:name>", exports.export_download, name="run-export-download"),
 ]

@@ -1,6 +1,6 @@
 """The playground in a real browser, against a real studio, Celery worker and model server process
 (the transformers server, tiny model): a message streams back piece by piece, two models answer side
-by side, the conversation is saved as a note, an agent checkpoint calls its run's calculator (run on
+by side, the conversation is saved as a note and as a dataset row, an agent checkpoint calls its run's calculator (run on
 the worker) and the page shows the call and its result, and a member of another team cannot open it."""
 
 from __future__ import annotations
@@ -99,6 +99,14 @@ def test_two_models_answer_side_by_side_and_the_talk_is_saved_as_a_note(browser,
     notes = page.evaluate(f"fetch('/api/runs/{run}/notes/').then(r => r.json())")
     texts = [n["text"] for n in (notes["results"] if isinstance(notes, dict) else notes)]
     assert any(t.startswith(f"Playground conversation with run-{run}/base") and "user: Hello both" in t for t in texts)
+    # and as the first row of a new dataset, the prompt the user's message and the answer the reply
+    page.locator("[data-save-row]").click()
+    expect(page.locator("[data-status]")).to_contain_text("saved as row 1 of dataset Playground conversations")
+    reply = columns.nth(0).locator("[data-role=assistant]").text_content()
+    dataset = page.locator("[data-row-dataset]").input_value()
+    preview = page.evaluate(f"fetch('/api/datasets/{dataset}/preview/').then(r => r.json())")
+    assert preview["rows"][0]["messages"] == [{"role": "user", "content": "Hello both"}]
+    assert preview["rows"][0]["answer"] == reply
     assert errors == []
 
 

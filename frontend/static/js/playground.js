@@ -150,18 +150,55 @@ form.querySelector("[data-clear]").addEventListener("click", () => {
   columns = [];
 });
 
+// The first column's conversation (with the system prompt), saved as a note or as a dataset's row.
+function savedConversation() {
+  const column = columns[0];
+  if (!column || !column.messages.length) return null;
+  const system = form.elements.system.value.trim();
+  const messages = system ? [{ role: "system", content: system }, ...column.messages] : column.messages;
+  return { model: column.model, messages };
+}
+
+async function post(path, body) {
+  const resp = await fetch(`/runs/${runId}/playground/${path}`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-CSRFToken": cookie("csrftoken") },
+    body: JSON.stringify(body),
+  });
+  let answer = {};
+  try {
+    answer = await resp.json();
+  } catch {
+    /* a proxy's error page: the status says enough */
+  }
+  return { ok: resp.ok, status: resp.status, answer };
+}
+
 const save = form.querySelector("[data-save]");
 if (save) {
   save.addEventListener("click", async () => {
-    const column = columns[0];
-    if (!column || !column.messages.length) return;
-    const system = form.elements.system.value.trim();
-    const messages = system ? [{ role: "system", content: system }, ...column.messages] : column.messages;
-    const resp = await fetch(`/runs/${runId}/playground/save`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": cookie("csrftoken") },
-      body: JSON.stringify({ model: column.model, messages }),
-    });
-    status.textContent = resp.ok ? "saved as a note on the run" : `could not save (HTTP ${resp.status})`;
+    const conversation = savedConversation();
+    if (!conversation) return;
+    const { ok, status: code } = await post("save", conversation);
+    status.textContent = ok ? "saved as a note on the run" : `could not save (HTTP ${code})`;
+  });
+}
+
+const saveRow = form.querySelector("[data-save-row]");
+if (saveRow) {
+  saveRow.addEventListener("click", async () => {
+    const conversation = savedConversation();
+    if (!conversation) return;
+    const picker = form.querySelector("[data-row-dataset]");
+    const { ok, status: code, answer } = await post("save-row", { ...conversation, dataset: picker.value });
+    if (!ok) {
+      status.textContent = `could not save the row: ${answer.error?.message || `HTTP ${code}`}`;
+      return;
+    }
+    status.textContent = `saved as row ${answer.rows} of dataset ${answer.name} (#${answer.dataset})`;
+    if (picker.value === "new") {
+      const option = new Option(`${answer.name} (#${answer.dataset}, ${answer.rows} rows)`, String(answer.dataset), true, true);
+      picker.append(option); // the next save goes to the same new dataset, not another
+    }
   });
 }
