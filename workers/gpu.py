@@ -136,15 +136,19 @@ def record_start(hostname: str, queues: list[str], concurrency: int) -> None:
 
 def beat(hostname: str, queues: list[str], concurrency: int, sweep: bool = True) -> None:
     """One heartbeat: fresh last_seen and GPU readings (recreating a row someone deleted), then
-    end the runs whose worker has gone silent (studio.runs.lifecycle.sweep_lost_runs). Every live worker sweeps, so a dead one's runs
+    end the runs and model servers whose worker has gone silent (studio.runs.lifecycle.sweep_lost_runs,
+    studio.serving.servers.sweep_lost_servers). Every live worker sweeps, so a dead one's runs
     end within a beat of the timeout without any page or API read having to write."""
     from studio.fleet.models import WorkerNode
     from studio.runs.lifecycle import sweep_lost_runs
+    from studio.serving.servers import sweep_lost_servers
 
     if not WorkerNode.record_beat(hostname, detect_gpus()):
         record_start(hostname, queues, concurrency)
     if sweep and (lost := sweep_lost_runs()):
         log.warning("runs %s lost: their worker stopped sending heartbeats (each restarted while it may be)", lost)
+    if sweep and (gone := sweep_lost_servers()):
+        log.warning("model servers %s ended: their worker stopped sending heartbeats", gone)
 
 
 class Heartbeat(threading.Thread):

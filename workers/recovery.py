@@ -11,7 +11,8 @@ Importing this module connects two Celery signal handlers (the worker app import
   (workers.tasks.interrupted_by_signals).
 - `task_failure` with WorkerLostError (the pool process executing a run died: an out-of-memory kill,
   a crashed driver): the run is ended as lost at once, and restarted from its newest checkpoint,
-  instead of waiting for its heartbeat to go stale (HEARTBEAT_TIMEOUT_S).
+  instead of waiting for its heartbeat to go stale (HEARTBEAT_TIMEOUT_S). A model server's task
+  dying so ends its server (failed, its GPU freed: studio.serving.servers.end_lost_server).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from billiard.exceptions import WorkerLostError
 from celery import signals
 
-from studio.celery import EVAL_TASK, TRAIN_TASK
+from studio.celery import EVAL_TASK, SERVE_MODEL_TASK, TRAIN_TASK
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +53,27 @@ def _interrupt_runs(hostname: str) -> None:
 @signals.task_failure.connect
 def _on_task_failure(sender: Any = None, exception: BaseException | None = None, args: Any = None,
                      **_: Any) -> None:  # fmt: skip
-    if not isinstance(exception, WorkerLostError) or getattr(sender, "name", None) not in (TRAIN_TASK, EVAL_TASK):
+    name = getattr(sender, "name", None)
+    if not isinstance(exception, WorkerLostError) or name not in (TRAIN_TASK, EVAL_TASK, SERVE_MODEL_TASK):
+        return
+    hostname = getattr(getattr(sender, "request", None), "hostname", None)
+    if name == SERVE_MODEL_TASK:
+        if args and len(args) == 2 and all(isinstance(a, int) for a in args):
+            end_lost_server(*args, f"its process died on {hostname or 'its worker'} ({exception})")
         return
     run_id = args[0] if args else None
-    hostname = getattr(getattr(sender, "request", None), "hostname", None)
     if isinstance(run_id, int):
         end_lost_run(run_id, hostname, f"its process died on {hostname or 'its worker'} ({exception})")
+
+
+def end_lost_server(server_id: int, generation: int, reason: str) -> bool:
+    from studio.serving.servers import end_lost_server as end
+
+    try:
+        return end(server_id, generation, reason)
+    except Exception as exc:  # noqa: BLE001 - the heartbeat sweeper cannot end it (its worker lives): say so
+        log.warning("could not end lost model server %s: %s", server_id, exc)
+        return False
 
 
 def end_lost_run(run_id: int, hostname: str | None, reason: str) -> bool:

@@ -1,5 +1,6 @@
 """The web side of a model server: find the ready process for a model, or ask a worker to start one
-and wait for it (started on first use); stamp its use so the worker keeps it warm.
+and wait for it (started on first use); stamp its use so the worker keeps it warm; end the servers
+whose worker is gone, so their places and GPUs are not held by a process that no longer exists.
 
 The web process never loads a model: it enqueues `workers.serve_model` by name on the queue the fleet
 accounts for (settings.CELERY_TASK_ROUTES) and reads the row the worker writes.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import timedelta
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -16,8 +18,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from studio.celery import SERVE_MODEL_TASK, app
-from studio.fleet import queues
-from studio.serving.models import FAILED, READY, STARTING, STOPPED, STOPPING, ModelServer
+from studio.fleet import leases, queues
+from studio.fleet.models import WorkerNode
+from studio.serving.models import FAILED, LIVE_STATES, READY, STARTING, STOPPED, STOPPING, ModelServer
 from studio.serving.refs import ModelRef
 
 POLL_S = 0.25
@@ -34,7 +37,7 @@ def request_start(ref: ModelRef, by: str = "") -> ModelServer:
         server, _ = ModelServer.objects.select_for_update().get_or_create(
             ref=ref.name, defaults={"model_path": ref.model_path, "checkpoint": ref.checkpoint}
         )
-        if server.state in (STARTING, READY):
+        if server.state == READY or (server.state == STARTING and not _start_lost(server)):
             return server
         server.state, server.generation, server.error = STARTING, server.generation + 1, ""
         server.model_path, server.checkpoint, server.model_spec = ref.model_path, ref.checkpoint, ref.model_spec
@@ -44,6 +47,38 @@ def request_start(ref: ModelRef, by: str = "") -> ModelServer:
         generation = server.generation
         transaction.on_commit(lambda: app.send_task(SERVE_MODEL_TASK, args=[server.pk, generation]))
     return server
+
+
+def _start_lost(server: ModelServer) -> bool:
+    """A start no worker took within the start timeout: its message is gone (an embedded broker keeps
+    nothing across a restart), so waiting on it would wait forever; it is sent again."""
+    waited = (timezone.now() - server.last_used).total_seconds()
+    return not server.worker and waited > settings.SERVING_START_TIMEOUT_S
+
+
+def sweep_lost_servers(timeout_s: float | None = None) -> list[int]:
+    """End (failed, with the reason) the servers starting, ready or stopping on a worker that stopped or
+    has been silent for over HEARTBEAT_TIMEOUT_S, and free the GPUs they leased; the next request for
+    the model starts a new process. The same heartbeat rule as studio.runs.lifecycle.sweep_lost_runs."""
+    timeout_s = settings.HEARTBEAT_TIMEOUT_S if timeout_s is None else timeout_s
+    cutoff = timezone.now() - timedelta(seconds=timeout_s)
+    holding = ModelServer.objects.filter(state__in=(*LIVE_STATES, STOPPING)).exclude(worker="")
+    alive = set(WorkerNode.objects.filter(last_seen__gte=cutoff, stopped__isnull=True).values_list("hostname", flat=True))
+    return [
+        pk for pk, worker, generation in holding.exclude(worker__in=alive).values_list("pk", "worker", "generation")
+        if end_lost_server(pk, generation, f"its worker {worker} stopped or sent no heartbeat for over {timeout_s:.0f} s")
+    ]  # fmt: skip
+
+
+def end_lost_server(server_id: int, generation: int, why: str) -> bool:
+    """The server's process is gone (its worker, or its pool process, died): failed with `why`, its GPU
+    lease freed. Only that start's row changes (`generation`): a newer start of the model is left alone."""
+    with transaction.atomic():
+        ended = ModelServer.objects.filter(pk=server_id, generation=generation,
+                                           state__in=(*LIVE_STATES, STOPPING)).update(state=FAILED, error=why, address="")  # fmt: skip
+        if ended:
+            leases.release_server(server_id)
+    return bool(ended)
 
 
 def touch(server_id: int) -> None:
