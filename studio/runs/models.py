@@ -521,3 +521,21 @@ def with_action_facts(runs: models.QuerySet) -> models.QuerySet:
     runs offers their actions without a query per run."""
     newest = Checkpoint.objects.filter(run=models.OuterRef("pk")).order_by("-step").values("step")[:1]
     return runs.annotate(checkpoint_step=models.Subquery(newest))
+
+
+class RunTag(models.Model):
+    """A word a team member put on a run ("baseline", "lr-sweep", "keep") to find it again in the runs table
+    (studio.runs.table: shown in its row, filtered on with ?tag=); editors and owners set them (studio.runs.tags)."""
+
+    NAME_MAX = 40
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tags")
+    name = models.CharField(max_length=NAME_MAX)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["run", "name"], name="one_tag_name_per_run")]
+        indexes = [models.Index(fields=["name", "run"])]  # ?tag=: the runs carrying a tag
+
+    def __str__(self) -> str:
+        return self.name
