@@ -194,6 +194,11 @@ HEARTBEAT_TIMEOUT_S = envfloat("STUDIO_HEARTBEAT_TIMEOUT_S", 45.0)
 # A run whose GPUs are not all free goes back to the queue and is tried again after this long
 # (studio.fleet.leases); its pool process serves other runs meanwhile.
 GPU_WAIT_RETRY_S = envfloat("STUDIO_GPU_WAIT_RETRY_S", 10.0)
+# A worker that shares its GPUs: this many one-process runs on each GPU, each told its part of the memory
+# (studio.fleet.leases, docs/gpu-workers.md). 1: a GPU serves one run.
+GPU_SHARE = envint("STUDIO_GPU_SHARE", 1)
+if not 1 <= GPU_SHARE <= 64:
+    raise ImproperlyConfigured(f"STUDIO_GPU_SHARE must be from 1 to 64 (runs per GPU), got {GPU_SHARE}")
 # A cancelled multi-process run stops at its next step; processes still there after this long are killed.
 RUN_STOP_GRACE_S = envfloat("STUDIO_RUN_STOP_GRACE_S", 120.0)
 # What a device-hour costs, for the cost the run pages, the usage page and the API show (studio.runs.usage),
