@@ -82,6 +82,9 @@ class Episode:
     turns: list[Turn] = field(default_factory=list)
     end_reason: EndReason = "done"
     error: str | None = None  # the environment failed (its step raised): the text, for the inspector
+    # With a teacher (trainers.update.teachers): [[token text, per-token signal or None], ...] over the
+    # completion tokens, for the inspector; None: no teacher scored it.
+    teacher_tokens: list[list[Any]] | None = None
 
     @property
     def completion_ids(self) -> list[int]:

@@ -66,6 +66,9 @@ class Rollout:
     # trained from (0 in a synchronous run). None: not recorded (evaluation, validation).
     policy_versions: list[list[int]] | None = None
     staleness: int | None = None
+    # On-policy distillation (trainers.update.teachers): [[token text, the teacher's per-token reverse KL or
+    # None], ...] over the completion's tokens (its length is bounded as the completion's); None: no teacher.
+    teacher_tokens: list[list[Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -63,3 +63,9 @@ KL_ESTIMATORS: dict[str, str] = {
     "k3": "pi_ref/pi - log(pi_ref/pi) - 1: unbiased, low variance, always >= 0 (Schulman).",
     "abs": "|log(pi/pi_ref)|: biased, >= 0 (verl's 'abs').",
 }
+
+DISTILL_SIGNALS: dict[str, str] = {
+    "reverse_kl": "Per-token reverse KL of the student's sampled token against the teacher, log pi_student - "
+    "log pi_teacher (on-policy distillation: GKD, Thinking Machines, Tinker, TRL); the advantage gains "
+    "-distill_coef times it on that token.",
+}

@@ -73,6 +73,7 @@ from trainers.update.logprobs import chunk_tokens_for
 from trainers.update.micro_batching import MicroBatching
 from trainers.update.optimizer import advance_schedule, make_optimizer, make_scheduler
 from trainers.update.policy_update import PolicyUpdate
+from trainers.update.teachers import Teachers
 
 
 @dataclass
@@ -159,8 +160,9 @@ class Trainer:
             sharded=self.mesh is not None, dist=self.dist, device=self.device, pad_id=self.tokenizer.pad_token_id,
             precision=precision, chunk_tokens=chunk_tokens, pack_tokens=MicroBatching.of(spec.optim).pack_tokens,
         )  # fmt: skip
+        self.teachers = Teachers.from_spec(spec, self.tokenizer, self.lockstep)  # refused in words if they cannot teach
         self.update = PolicyUpdate(spec, self.model, self.reference, self.optimizer, dist=self.dist,
-                                   lockstep=self.lockstep)  # fmt: skip
+                                   lockstep=self.lockstep, teachers=self.teachers)  # fmt: skip
         self.last_checkpoint: str | None = None
         self.mid_step: Callable[[], None] | None = None  # while fit runs alone: raises StepStopped on a stop
         self.validation_pending = False  # the current step's validation is due and not yet reported

@@ -48,6 +48,7 @@ def episode_rollout(
         split=split,
         policy_versions=episode.version_spans(),
         staleness=trained_version - oldest if trained_version is not None and oldest is not None else None,
+        teacher_tokens=episode.teacher_tokens,
     )
 
 

@@ -19,6 +19,7 @@ from trainers.spec.presets import PRESET_DESCRIPTIONS, PRESETS, apply_preset, pr
 from trainers.spec.rollout import AsyncSpec, EnvironmentSpec, RolloutSpec, TokenBounds, token_bounds
 from trainers.spec.rubric import CriterionSpec, RewardSpec, RubricSpec
 from trainers.spec.run import CheckpointSpec, EvalSpec, RunSpec, ValidationSpec
+from trainers.spec.teacher import TeacherModelSpec, TeacherSpec
 from trainers.spec.warm_up import WarmUpSpec
 
-__all__ = ["Section", "validation_errors", "LoraSpec", "HUB_ID", "looks_local", "model_path_shape_error", "model_folder_error", "ModelSpec", "ProceduralSpec", "DataSpec", "CriterionSpec", "RubricSpec", "RewardSpec", "AlgorithmSpec", "RolloutSpec", "AsyncSpec", "EnvironmentSpec", "TokenBounds", "token_bounds", "LOGPROB_CHUNK_MIB", "LOGPROB_CHUNK_HELP", "PRECISION", "PRECISION_HELP", "OptimSpec", "ParallelSpec", "CurriculumSpec", "step_rollouts", "CheckpointSpec", "EvalSpec", "ValidationSpec", "WarmUpSpec", "RunSpec", "PRESETS", "PRESET_DESCRIPTIONS", "preset_values", "apply_preset"]
+__all__ = ["Section", "validation_errors", "LoraSpec", "HUB_ID", "looks_local", "model_path_shape_error", "model_folder_error", "ModelSpec", "ProceduralSpec", "DataSpec", "CriterionSpec", "RubricSpec", "RewardSpec", "AlgorithmSpec", "RolloutSpec", "AsyncSpec", "EnvironmentSpec", "TokenBounds", "token_bounds", "LOGPROB_CHUNK_MIB", "LOGPROB_CHUNK_HELP", "PRECISION", "PRECISION_HELP", "OptimSpec", "ParallelSpec", "CurriculumSpec", "step_rollouts", "CheckpointSpec", "EvalSpec", "ValidationSpec", "WarmUpSpec", "TeacherSpec", "TeacherModelSpec", "RunSpec", "PRESETS", "PRESET_DESCRIPTIONS", "preset_values", "apply_preset"]

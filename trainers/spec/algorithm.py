@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from trainers.algorithms.catalog import (
     ADVANTAGE_ESTIMATORS,
+    DISTILL_SIGNALS,
     KL_ESTIMATORS,
     LOSS_AGG_MODES,
     OFF_POLICY_CORRECTIONS,
@@ -201,6 +202,22 @@ class AlgorithmSpec(Section):
         "of -log p, which weighs the tokens the policy finds unlikely up (LUFFY uses 0.1). Empty: -log p.",
     )
 
+    # On-policy distillation (the run's teacher section; trainers.algorithms.distillation).
+    distill_signal: str = Field(
+        "reverse_kl", description="With a teacher: how the teacher's logprobs of the sampled tokens become a "
+        "per-token term of the advantage."
+    )
+    distill_coef: float = Field(
+        1.0, ge=0, le=100,
+        description="With a teacher: each sampled token's advantage gains -distill_coef * (log pi_student - "
+        "log pi_teacher) (Tinker's kl_penalty_coef).",
+    )  # fmt: skip
+    reward_advantage_weight: float = Field(
+        1.0, ge=0, le=100,
+        description="The rubric's advantage is multiplied by this before the teacher's term is added; 0 is pure "
+        "on-policy distillation (the rubric's reward is reported, not trained on), which needs a teacher.",
+    )  # fmt: skip
+
     @field_validator("preset")
     @classmethod
     def _known_preset(cls, v: str | None) -> str | None:
@@ -225,6 +242,11 @@ class AlgorithmSpec(Section):
     @classmethod
     def _kl(cls, v: str) -> str:
         return choice(KL_ESTIMATORS, v, "KL estimator")
+
+    @field_validator("distill_signal")
+    @classmethod
+    def _distill(cls, v: str) -> str:
+        return choice(DISTILL_SIGNALS, v, "distillation signal")
 
     @field_validator("correction")
     @classmethod

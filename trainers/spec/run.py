@@ -17,6 +17,7 @@ from trainers.spec.optim import OptimSpec
 from trainers.spec.parallel import ParallelSpec
 from trainers.spec.rollout import EnvironmentSpec, RolloutSpec, TokenBounds, token_bounds
 from trainers.spec.rubric import RewardSpec, RubricSpec
+from trainers.spec.teacher import TeacherSpec
 from trainers.spec.warm_up import WarmUpSpec
 
 
@@ -155,6 +156,9 @@ class RunSpec(Section):
     warm_up: WarmUpSpec | None = Field(
         None, description="A supervised cold start on example conversations before RL; none: RL starts from the model."
     )
+    teacher: TeacherSpec | None = Field(
+        None, description="On-policy distillation from teacher models or endpoints; none: no teacher."
+    )
 
     @model_validator(mode="after")
     def _cross_field(self) -> RunSpec:
@@ -266,6 +270,32 @@ class RunSpec(Section):
                 "algorithm.policy_loss 'vanilla_pg' has no importance ratio, so passes after the first would train "
                 "off-policy uncorrected: use ppo_epochs 1, or 'ppo_clip' for several passes"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _teacher_fits(self) -> RunSpec:
+        """What distillation needs of the rest of the run (trainers.update.teachers), refused by name otherwise."""
+        a, t = self.algorithm, self.teacher
+        if t is None:
+            if a.reward_advantage_weight == 0:
+                raise error_at(self, ("algorithm", "reward_advantage_weight"), 0.0,
+                               "a reward_advantage_weight of 0 leaves nothing to learn from without a teacher: add "
+                               "a teacher section (pure distillation) or give the rubric's advantage a weight")  # fmt: skip
+            return self
+        d = self.data
+        held = (["answer"] if d.answer_field else []) + list(d.extra_fields)
+        if t.route_field and t.route_field not in held:
+            raise error_at(self, ("teacher", "route_field"), t.route_field,
+                           f"route_field {t.route_field!r} is not a field the rows carry; use one of: "
+                           + (", ".join(held) or "none (set data.answer_field or data.extra_fields)"))  # fmt: skip
+        if t.endpoints and self.rollout.temperature != 1.0:
+            raise error_at(self, ("rollout", "temperature"), self.rollout.temperature,
+                           "an endpoint teacher's logprobs are its distribution at temperature 1, which the "
+                           "student's are compared with: sample at rollout.temperature 1 with an endpoint teacher")  # fmt: skip
+        if a.dynamic_sampling and a.reward_advantage_weight == 0:
+            raise error_at(self, ("algorithm", "dynamic_sampling"), True,
+                           "dynamic sampling drops groups whose rewards agree, but in pure distillation every "
+                           "group carries the teacher's signal: turn dynamic_sampling off")  # fmt: skip
         return self
 
     @property

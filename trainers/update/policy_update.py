@@ -31,6 +31,7 @@ from trainers.update.micro_batching import MicroBatching
 from trainers.update.passes import OptimisationPass
 from trainers.update.selection import PassTokens, Selected, StepSelector
 from trainers.update.step_batch import StepBatch, build_step_batch
+from trainers.update.teachers import Teachers
 
 
 def advantage_metrics(advantages: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
@@ -49,11 +50,12 @@ class PolicyUpdate:
 
     def __init__(
         self, spec: RunSpec, model: torch.nn.Module, reference: Reference | None, optimizer: torch.optim.Optimizer,
-        *, dist: DistInfo, lockstep: Lockstep,
+        *, dist: DistInfo, lockstep: Lockstep, teachers: Teachers | None = None,
     ) -> None:  # fmt: skip
         self.spec = spec
         self.model = model
         self.reference = reference
+        self.teachers = teachers  # on-policy distillation (trainers.update.teachers); None: no teacher
         self.lockstep = lockstep
         self.advantage_fn = ADVANTAGES.get(spec.algorithm.advantage_estimator)
         self.frozen = FrozenLogprobs(MicroBatching.of(spec.optim), lockstep, spec.rollout.temperature)
@@ -75,7 +77,7 @@ class PolicyUpdate:
         old_logp, ref_logp, old_entropy = self.old_and_reference_logprobs(batch)
         old_ref_s = time.perf_counter() - started  # the no-grad passes' share of timing/train_s
         metrics, is_weights = self.sampler_mismatch(batch, old_logp)
-        advantages = self.advantages(groups, batch, old_logp, ref_logp)
+        advantages = self.advantages(groups, batch, old_logp, ref_logp, metrics)
         # NSR / PSR / W-REINFORCE: positive and negative advantages weighed apart.
         advantages, loss_mask = signed_advantage_weights(
             advantages,
@@ -112,6 +114,7 @@ class PolicyUpdate:
             or algo.off_policy is not None
             or (batch.engine_logp is not None and not gap_from_training)
             or algo.selects_tokens  # the selection's first pass reads the old pass (with entropy for forking tokens)
+            or self.teachers is not None  # the distillation signal compares the student's logprobs with the teacher's
         )
         # Without need_old this process still joins the others' old-logprob passes (a sharded model's
         # forwards are collective): with no batch it runs idle passes only, when another needs them.
@@ -143,10 +146,12 @@ class PolicyUpdate:
         return metrics | out.metrics(), out.weights.to(old_logp.dtype)
 
     def advantages(
-        self, groups: list[Group], batch: StepBatch, old_logp: torch.Tensor | None, ref_logp: torch.Tensor | None
+        self, groups: list[Group], batch: StepBatch, old_logp: torch.Tensor | None, ref_logp: torch.Tensor | None,
+        metrics: dict[str, float] | None = None,
     ) -> torch.Tensor:
         """6-7. Token rewards (the outcome on the last valid token, minus beta * KL per token when
-        the KL is in the reward), then the advantage estimator; each group keeps its sequence means."""
+        the KL is in the reward), then the advantage estimator, then with teachers their per-token term
+        (its metrics into `metrics`); each group keeps its sequence means."""
         algo = self.spec.algorithm
         kl_reward = None
         if algo.kl_in_reward and ref_logp is not None:
@@ -156,6 +161,11 @@ class PolicyUpdate:
         advantages, _returns = self.advantage_fn(
             token_rewards, batch.mask, batch.group_index, eps=algo.adv_eps, gamma=algo.gamma, turns=batch.turns
         )
+        if self.teachers is not None:
+            assert old_logp is not None
+            advantages, distill = self.teachers.apply(groups, batch, old_logp, advantages)
+            if metrics is not None:
+                metrics |= distill
         sequence_advantages = iter(masked_mean(advantages, batch.mask, dim=-1).tolist())
         turn_advantages = iter(batch.turns.turn_means(advantages).tolist())  # (B, K)
         for grp in groups:
