@@ -157,8 +157,10 @@ def policy_update(spec: RunSpec, model, tokenizer, *, resumed: bool = False):
         chunk_tokens=chunk_tokens_for(model, spec.optim.logprob_chunk_mib),
         pack_tokens=MicroBatching.of(spec.optim).pack_tokens,
     )  # fmt: skip
+    from trainers.update.teachers import Teachers
+
     return PolicyUpdate(spec, model, reference, make_optimizer(model, spec.optim), dist=lockstep.dist,
-                        lockstep=lockstep)  # fmt: skip
+                        lockstep=lockstep, teachers=Teachers.from_spec(spec, tokenizer, lockstep))  # fmt: skip
 
 
 def update_parts(spec: RunSpec):
