@@ -24,6 +24,8 @@ from studio.runs import (
     queueing,
     rollout_query,
     run_sort,
+    table,
+    tags,
     texts,
 )
 from studio.runs.access import readable_run
@@ -59,6 +61,7 @@ class RunSerializer(serializers.ModelSerializer):
         help_text="What a queued run waits behind when it says nothing itself (waiting_for): no worker on its "
         "queue, or every place taken; empty otherwise."
     )
+    tags = serializers.SerializerMethodField(help_text="The run's tags, sorted (POST .../tags/ sets them).")
     scoring_failed = ScoringFailedSerializer(
         many=True, read_only=True,
         help_text="Criteria that raised on (nearly) every rollout, tallied when the run ended: its reward says little.",
@@ -69,8 +72,12 @@ class RunSerializer(serializers.ModelSerializer):
         fields = ["id", "team", "experiment", "kind", "name", "state", "error", "warning", "last_step", "total_steps",
                   "cancel_requested", "restarts", "resumed_from", "resumed_at_step", "last_seq", "created", "started",
                   "finished", "heartbeat", "worker", "placement", "waiting_for", "queue", "spec", "actions",
-                  "scoring_failed", "source"]  # fmt: skip
+                  "scoring_failed", "source", "tags"]  # fmt: skip
         read_only_fields = fields
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_tags(self, run: Run) -> list[str]:
+        return tags.names(run)  # prefetched by the list (studio.runs.table.with_values)
 
     @extend_schema_field(serializers.ListField(child=serializers.ChoiceField(choices=RUN_ACTIONS)))
     def get_actions(self, run: Run) -> list[str]:
@@ -90,6 +97,29 @@ class RunRestartSerializer(serializers.ModelSerializer):
     class Meta:
         model = RunRestart
         fields = ["number", "created", "reason", "from_step", "checkpoint", "steps_lost"]
+
+
+class TableRunSerializer(RunSerializer):
+    columns = serializers.SerializerMethodField(
+        help_text="{column: value} of each ?col= (and the ?sort= column): a metric's value (null where the run has "
+        "none), a setting's (null where its settings lack it)."
+    )
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "columns"]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.DictField())
+    def get_columns(self, run: Run) -> dict:
+        return getattr(run, "table_columns", {})
+
+
+class TagsSerializer(serializers.Serializer):
+    tags = serializers.ListField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False), allow_empty=True,
+        help_text=f"The run's tags, all of them (an empty list clears them): at most {tags.TAGS_MAX}, each at most "
+        f"{tags.RunTag.NAME_MAX} characters of letters, digits and . _ : / + -.",
+    )  # fmt: skip
 
 
 class RunDetailSerializer(RunSerializer):
@@ -180,13 +210,25 @@ class EvaluateSerializer(serializers.Serializer):
 
 
 @extend_schema_view(list=extend_schema(parameters=[
-    id_parameter("team", "Only this team's runs."), id_parameter("experiment", "Only this experiment's runs."),
+    id_parameter("team", "Only this team's runs."),
+    OpenApiParameter(table.EXPERIMENT, str, description="Only these experiments' runs: ids separated by commas."),
+    OpenApiParameter(table.IDS, str, description="Only these runs: ids separated by commas (a sweep's trials)."),
     OpenApiParameter("state", str, enum=[s for s, _ in STATES]), OpenApiParameter("kind", str, enum=[k for k, _ in KINDS]),
-    OpenApiParameter(run_sort.SORT, {"type": "string", "pattern": run_sort.PATTERN}, description="Sort by a metric's last value: a metric key (suite/<task>/pass@1), "
-                     "descending with a leading -; runs without it last. Default: newest first."),
+    OpenApiParameter(table.COLUMN, str, many=True, description="A column, repeatable: last:<metric key>, best:<key> "
+                     "(highest, or lowest for a metric better low), max:<key>, min:<key>, at<step>:<key>, "
+                     "set:<dotted setting path> (set:optim.lr), run:name|state|step|created. Each run's `columns`."),
+    OpenApiParameter(run_sort.SORT, {"type": "string", "pattern": run_sort.PATTERN}, description="Sort by a column "
+                     "(-best:reward/mean), or by a bare metric key's last value (suite/<task>/pass@1); descending with a "
+                     "leading -; runs without a value last. Default: newest first."),
+    OpenApiParameter(table.TAG, str, many=True, description="Only runs carrying every tag named."),
+    OpenApiParameter(table.GROUP, str, enum=[table.GROUP_SEED], description="seed: one result per settings (the "
+                     "spec without optim.seed): {members, runs, columns: {column: {mean, std, n}}}, std the sample's."),
+    OpenApiParameter("set.<path>", str, description="Not a literal name: ?set.optim.lr=1e-4 keeps runs whose setting "
+                     "equals the value (a number, true/false/null, or text), ?set.optim.lr=1e-5..1e-3 those in the range."),
 ]))  # fmt: skip
 class RunViewSet(ShareViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Runs (launched from experiments). Filters: ?team=&experiment=&state=&kind=; ?sort=[-]<metric key>."""
+    """Runs (launched from experiments), as the runs table (studio.runs.table) lists them: ?team=&experiment=&ids=
+    &state=&kind=&tag=&set.<path>=; ?col=...; ?sort=[-]<column or metric key>; ?group=seed."""
 
     serializer_class = RunSerializer
     permission_classes = [IsAuthenticated, perms.TeamRole]
@@ -197,14 +239,36 @@ class RunViewSet(ShareViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
             .distinct()
             .order_by("-created", "-pk")
         )
-        for name in ("team", "experiment"):
-            value = query_id(self.request.query_params, name)
-            if value is not None:
-                runs = runs.filter(**{f"{name}_id": value})
+        if self.action != "list":  # the list's filters; a run's own actions find it by id alone
+            return runs
+        team = query_id(self.request.query_params, "team")
+        if team is not None:
+            runs = runs.filter(team_id=team)
         for name in ("state", "kind"):
             if self.request.query_params.get(name):
                 runs = runs.filter(**{name: self.request.query_params[name]})
-        return run_sort.by_metric(runs, self.request.query_params.get(run_sort.SORT))  # QueryError: 400
+        return runs
+
+    def list(self, request, *args, **kwargs):
+        query = table.parse(request.query_params)  # QueryError: 400 naming the parameter
+        paginator = self.paginator
+        paginator.request, paginator.limit = request, paginator.get_limit(request)
+        paginator.offset = paginator.get_offset(request)
+        page = table.page(self.get_queryset(), query, offset=paginator.offset, limit=paginator.limit)
+        paginator.count = page.total
+        spellings = [c.spelling for c in query.columns]
+        for run in page.runs:
+            run.table_columns = dict(zip(spellings, table.values_of(run, query.columns), strict=True))
+        if not query.group:
+            return paginator.get_paginated_response(TableRunSerializer([r.run for r in page.rows], many=True).data)
+        results = []
+        for row in page.rows:
+            cells = {name: {"mean": value, "std": std, "n": n} if column.is_metric else value
+                     for name, column, (value, std, n) in zip(spellings, query.columns, row.cells, strict=True)}  # fmt: skip
+            members = [m.run for m in row.members]
+            results.append({"members": row.ids, "columns": cells,
+                            "runs": TableRunSerializer(members, many=True).data})  # fmt: skip
+        return paginator.get_paginated_response(results)
 
     def get_serializer_class(self):
         # An action's own serializer_class (clone's body) is the view's for that action: keep it.
@@ -214,6 +278,15 @@ class RunViewSet(ShareViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
         run = self.get_object()
         perms.check(self.request.user, run, perms.EDIT)
         return run
+
+    @extend_schema(request=TagsSerializer, responses={200: TagsSerializer})
+    @action(detail=True, methods=["post"], serializer_class=TagsSerializer)
+    def tags(self, request, pk=None):
+        """Set the run's tags, all of them (editors and owners; a viewer gets 403)."""
+        run = self._editable_run()
+        data = TagsSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response({"tags": tags.set_tags(run, data.validated_data["tags"])})  # FieldErrors: 400 naming tags
 
     @extend_schema(request=CancelRunSerializer, responses={200: RunSerializer, 409: docs.CONFLICT})
     @action(detail=True, methods=["post"], serializer_class=CancelRunSerializer)

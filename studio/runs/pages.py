@@ -15,15 +15,26 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from studio.accounts import permissions as perms
+from studio.experiments.models import Experiment
 from studio.experiments.specs import asynchrony_note
-from studio.lib.errors import Refused
-from studio.lib.params import QueryError
-from studio.runs import exports, lifecycle, panels, prompt_stat_query, provenance, queueing, rollout_query, run_sort
+from studio.lib.errors import FieldErrors, Refused
+from studio.runs import (
+    exports,
+    lifecycle,
+    panels,
+    prompt_stat_query,
+    provenance,
+    queueing,
+    rollout_query,
+    table_page,
+    tags,
+)
 from studio.runs.models import PROMPT_STATUSES, Run, RunEvent
 from studio.sharing.models import ShareLink
 from studio.sharing.share_view import share_view
 
 LOG_TAIL = 200
+LISTED_STATES = ("queued", "running", "succeeded", "failed", "cancelled", "interrupted")
 # The runs tables' buttons (runs/table.html) without JavaScript; with it, run_actions.js calls the API.
 # Each is the service the API calls, refused by the same rule (Run.action_refusals).
 RUN_ACTIONS = {
@@ -50,19 +61,32 @@ def runs(request: HttpRequest) -> HttpResponse:
             return redirect(f"{request.path}#run-{run.pk}")
         except Refused as exc:  # RunActionError, or a clone's settings refused (SpecError naming each field)
             answers[run.pk] = str(exc)
-    rows = perms.visible(Run.objects.all(), request.user).distinct().select_related("experiment", "team")
+    again = table_page.added_filter_link(request)
+    if again is not None:  # the form's "add a filter": the same view as a link of ?set.<path>= parameters
+        return redirect(f"{request.path}{again}")
+    rows = perms.visible(Run.objects.all(), request.user).select_related("experiment", "team")
     state = request.GET.get("state")
     if state:
         rows = rows.filter(state=state)
-    rows, sort = rows.order_by("-created"), (request.GET.get(run_sort.SORT) or "").strip()
-    try:  # ?sort=[-]<metric key>: by its last value, the value in a column of its own
-        sort_key, sort_error = (run_sort.metric_key(sort) or ("", False))[0], ""
-        rows = run_sort.by_metric(rows, sort)
-    except QueryError as exc:  # said above the table, which stays newest first
-        sort_key, sort_error = "", str(exc)
-    context = {"runs": rows[:200], "state": state, "answers": answers, "sort": sort, "sort_key": sort_key,
-               "sort_error": sort_error}  # fmt: skip
-    return render(request, "runs/list.html", context, status=409 if answers else 400 if sort_error else 200)
+    experiments = perms.visible(Experiment.objects.all(), request.user).order_by("-created")
+    context = {**table_page.context(request, rows, experiments), "state": state, "answers": answers}
+    query = context["table_query"]  # the state links keep the table's columns, sort and filters
+    context["state_links"] = [(name, query.link(state=name)) for name in LISTED_STATES]
+    context["all_states_link"] = query.link()
+    return render(request, "runs/list.html", context, status=409 if answers else 400 if context["table_error"] else 200)
+
+
+@login_required
+def run_tags(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The run page's tags form (POST, editors and owners): the run's tags become the field's words."""
+    if request.method != "POST":
+        return redirect("run-detail", run_id)
+    run = perms.get_for(request.user, Run.objects.all(), run_id, perms.EDIT)  # 404 outsiders, 403 viewers
+    try:
+        tags.set_tags(run, tags.from_text(request.POST.get("tags", "")))
+    except FieldErrors as exc:
+        return HttpResponse(f"tags: {exc.errors['tags']}", status=400, content_type="text/plain; charset=utf-8")
+    return redirect(f"/runs/{run.pk}/#tags")
 
 
 def _export_losses(run: Run) -> dict:
@@ -108,6 +132,7 @@ def render_run_page(request: HttpRequest, run: Run, *, role: str | None, share: 
         "lineage": lineage,
         "reserved_panels": panels.reserved(run.spec),
     }
+    tag_names = [] if share else tags.names(run)
     opening = rollout_query.opening_split(run.pk, run.kind)
     restarts = list(run.restart_log.all())
     # Provenance and exports: members only (a share link shows curves and rollouts, not the machine or code).
@@ -116,7 +141,7 @@ def render_run_page(request: HttpRequest, run: Run, *, role: str | None, share: 
     # An asynchronous run says that it is not bit-reproducible (its settings, not its metrics, decide).
     context = {"run": run, "config": config, "share": share, "can_edit": can_edit, "restarts": restarts, "queue": queue,
                "resumed": lineage[-1] if lineage else None, "asynchrony": asynchrony_note(run.spec),
-               "opening_split": opening, **facts}  # fmt: skip
+               "opening_split": opening, "tags": tag_names, **facts}  # fmt: skip
     if share:  # a share link's reader: the same page, without host names or server paths
         return render(request, "share/run.html", share_view(context, run))
     return render(request, "runs/detail.html", context)

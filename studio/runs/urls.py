@@ -8,6 +8,7 @@ urlpatterns = [
     path("runs/", pages.runs, name="runs"),
     path("runs/<int:run_id>/", pages.run_page, name="run-detail"),
     path("runs/<int:run_id>/prompts/", pages.run_prompts_page, name="run-prompts"),
+    path("runs/<int:run_id>/tags/", pages.run_tags, name="run-tags"),
     path("api/runs/<int:run_id>/metrics/", RunMetricsView.as_view(), name="run-metrics"),
     path("static-vendor/plotly.min.js", plotly_js, name="plotly-js"),
 ]

@@ -36,10 +36,11 @@ def shared_prompts_page(request: HttpRequest, token: str) -> HttpResponse:
 @login_required
 def compare_page(request: HttpRequest) -> HttpResponse:
     runs = visible(Run.objects.all(), request.user).select_related("experiment").order_by("-created")
-    selected = []
-    for part in request.GET.get("runs", "").split(","):
-        if part.strip().isdigit():
-            selected.append(int(part))
+    selected = []  # ?runs=1,2,3, or the runs table's boxes without JavaScript (?run=1&run=2,3: a group's ids)
+    for value in [request.GET.get("runs", ""), *request.GET.getlist("run")]:
+        for part in value.split(","):
+            if part.strip().isdigit() and int(part) not in selected:
+                selected.append(int(part))
     context = {
         "runs": runs[:COMPARE_PICKER_LIMIT],
         "selected": selected,

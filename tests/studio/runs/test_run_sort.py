@@ -69,11 +69,11 @@ def test_the_page_sorts_and_shows_each_run_s_value_in_a_column(alice, runs):
     client = Client()
     client.force_login(alice)
     page = client.get("/runs/", {"sort": f"-{KEY}"}).content.decode()
-    assert f"<th data-sort-key>{KEY}</th>" in page
+    assert f'data-column="last:{KEY}"' in page  # the runs table's column (studio.runs.table)
     order = [page.index(f">{name}</a>") for name in ("rising", "flat", "unscored")]
     assert order == sorted(order) and ">outsider</a>" not in page
-    assert page.count("data-sort-value") == 3 and "0.9000" in page and "0.5000" in page
+    assert page.count("data-cell>") == 3 and "data-cell>0.9<" in page and "data-cell>0.5<" in page
     refused = client.get("/runs/", {"sort": "-"})
     assert refused.status_code == 400
     text = refused.content.decode()
-    assert "data-sort-error" in text and "must name a metric key" in text and ">rising</a>" in text
+    assert "data-table-error" in text and "must name a metric key" in text and ">rising</a>" in text
