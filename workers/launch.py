@@ -10,18 +10,23 @@
   and `detail` like workers.torchrun.GroupResult; its ranks report through a Ray actor that the task
   drains (trainers.scale.ray_cluster): only Ray's own connections cross the machines.
 
-A run whose GPUs are not all free raises GpusBusy after saying on the run what it waits for; the
-Celery task then goes back to the queue (workers.tasks), so no pool process sits waiting for GPUs.
+A run whose GPUs are not all free, or whose team is at a limit the operator set (studio.fleet.quotas),
+raises GpusBusy after saying on the run what it waits for; the Celery task then goes back to the queue
+(workers.tasks), so no pool process sits waiting for GPUs. A task's pool process starts the fairest queued run
+that can start, which need not be the one its message named (`claim_fairly`, studio.fleet.fairness).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
-from studio.fleet import leases
+from studio.fleet import fairness, leases, quotas
+from studio.fleet.queues import task_queue
 from studio.runs import lifecycle, placement
 from studio.runs.models import QUEUED, Run
 from trainers.report import Reporter
@@ -29,29 +34,104 @@ from workers import gpu
 
 
 class GpusBusy(Exception):
-    """The run's GPUs are not all free yet; the run says what it waits for."""
+    """The run's GPUs are not all free yet, or its team is at a limit; the run says what it waits for."""
+
+
+@dataclass(frozen=True)
+class Need:
+    """What a run asks of this pool process: `count` GPUs, or with `part` one share of its own GPU."""
+
+    count: int
+    own: str | None
+    part: bool
+
+    @property
+    def gpus(self) -> float:
+        """What the team's GPU limit counts it as (studio.fleet.quotas)."""
+        return 1.0 / settings.GPU_SHARE if self.part else float(self.count)
+
+
+@dataclass(frozen=True)
+class Waits:
+    """Why a run may not start here now: its team's limits (`limits`), or GPUs not free."""
+
+    words: str
+    limits: bool
+
+
+def need_of(run: Run, pool: gpu.PoolGpus) -> Need:
+    count = placement.local_gpus(run.spec, run.kind) if pool.devices else 0
+    one = count == 1 and pool.own is not None  # a one-process run trains here, on this process's GPU
+    return Need(count, pool.own if one else None, one and settings.GPU_SHARE > 1)
 
 
 def claim(run: Run, worker: str) -> list[str] | None:
     """Lease the run's GPUs on this worker and mark it running, together: the GPUs it got ([] on a
     machine without GPUs, and for a Ray run), or None when it is no longer queued (cancelled, or
-    another worker started it). Raises GpusBusy when its GPUs are not all free."""
+    another worker started it). Raises GpusBusy when its GPUs are not all free or its team is at a limit."""
     pool = gpu.pool_gpus()
-    count = placement.local_gpus(run.spec, run.kind) if pool.devices else 0
-    one = count == 1 and pool.own is not None  # a one-process run trains here, on this process's GPU
+    outcome = _attempt(run, worker, pool, need_of(run, pool))
+    if isinstance(outcome, Waits):
+        lifecycle.note_waiting(run.pk, outcome.words)
+        raise GpusBusy(f"run {run.pk} waits on {worker}: {outcome.words}")
+    return outcome
+
+
+def claim_fairly(run: Run, worker: str) -> tuple[Run, list[str]] | None:
+    """Start the fairest queued run that can start in this pool process (studio.fleet.fairness): `run`, whose
+    message this task took, or another in its place. (the run started, its GPUs); None when `run` is no longer
+    queued and no other could start. Raises GpusBusy when `run` must wait and none could start instead.
+    When another starts, `run`, if it waits, is sent again, so it keeps a message of its own.
+
+    Each run's try is `claim`'s transaction; a team refused by its limits, or a GPU need that found no free
+    GPU, is not tried again for the team's (or the same need's) other runs in the same pass."""
+    pool = gpu.pool_gpus()
+    refused: dict[tuple[int, float], Waits] = {}  # (team, GPUs) its limits refused this pass
+    no_gpus: dict[Need, Waits] = {}  # needs that found no free GPU here this pass
+    own: Waits | None = None
+    for candidate in fairness.fair_order(task_queue(lifecycle.task_for(run)), include=run):
+        need = need_of(candidate, pool)
+        known = refused.get((candidate.team_id, need.gpus)) or no_gpus.get(need)
+        outcome = known if known is not None else _attempt(candidate, worker, pool, need)
+        if isinstance(outcome, list):
+            if candidate.pk != run.pk and Run.objects.filter(pk=run.pk, state=QUEUED).exists():
+                lifecycle.enqueue(run)  # its message started another run: it gets a new one
+            return candidate, outcome
+        if isinstance(outcome, Waits):
+            if outcome.limits:
+                refused[(candidate.team_id, need.gpus)] = outcome
+            else:
+                no_gpus[need] = outcome
+            lifecycle.note_waiting(candidate.pk, outcome.words)
+            if candidate.pk == run.pk:
+                own = outcome
+    if own is None:
+        return None  # not queued any more: its message has nothing left to do
+    raise GpusBusy(f"run {run.pk} waits on {worker}: {own.words}")
+
+
+def _attempt(run: Run, worker: str, pool: gpu.PoolGpus, need: Need) -> list[str] | Waits | None:
+    """One try: the GPUs it got when the run started, why it waits, or None when it is not queued.
+    The team's limits are read with its row locked (studio.fleet.quotas.lock) in the transaction that leases
+    the GPUs and starts the run, so two pool processes cannot both take the team's last place."""
     with transaction.atomic():
-        taken = leases.take(run.pk, worker, [pool.own] if one else pool.devices, count,
-                            prefer=[pool.own] if pool.own else [])  # fmt: skip
-        if taken is not None:
-            if lifecycle.start(run.pk, worker, placement.describe(run.spec, run.kind, taken)):
-                return taken
-            transaction.set_rollback(True)  # not queued any more: it keeps no lease
-            return None
+        quota = quotas.lock(run.team_id)
+        reason = quotas.refusal(quota, need.gpus if need.count else 0.0)
+        if not reason:
+            devices = [need.own] if need.own is not None else pool.devices
+            taken = leases.take(run.pk, worker, devices, need.count, prefer=[pool.own] if pool.own else [],
+                                part=need.part)  # fmt: skip
+            if taken is not None:
+                if lifecycle.start(run.pk, worker, placement.describe(run.spec, run.kind, taken)):
+                    return taken
+                transaction.set_rollback(True)  # not queued any more: it keeps no lease
+                return None
     if not Run.objects.filter(pk=run.pk, state=QUEUED).exists():
         return None
-    reason = leases.waiting_reason(count, worker, pool.devices, pool.own if one else None, team_id=run.team_id)
-    lifecycle.note_waiting(run.pk, reason)
-    raise GpusBusy(f"run {run.pk} waits for {count} GPU(s) on {worker}")
+    if reason:
+        return Waits(quotas.WAITING + reason, limits=True)
+    words = leases.waiting_reason(need.count, worker, pool.devices, need.own, team_id=run.team_id, part=need.part)
+    return Waits(words, limits=False)
 
 
 def run_processes(run: Run, spec: Any, reporter: Reporter, should_stop: Callable[[], bool],

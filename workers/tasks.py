@@ -37,6 +37,7 @@ from studio.fleet import leases
 from studio.runs import lifecycle, placement
 from studio.runs.models import CANCELLED, FAILED, INTERRUPTED, SUCCEEDED, Run
 from trainers.report import PlainFailure, failure_detail
+from trainers.scale import memory_share
 from workers import launch, mirroring, provenance
 from workers.outages import database_unreachable, drop_connection
 from workers.reporting import CancelCheck, DatabaseReporter
@@ -173,9 +174,12 @@ def execute_run(run_id: int, worker: str) -> str:
     if run is None:
         log.warning("run %s does not exist (deleted, or another database)", run_id)
         return "missing"
-    devices = launch.claim(run, worker)  # its GPUs leased and the run started, or GpusBusy
-    if devices is None:
+    # Its GPUs leased and the fairest queued run started (this one, or another in its place), or GpusBusy.
+    claimed = launch.claim_fairly(run, worker)
+    if claimed is None:
         return "not-queued"
+    run, devices = claimed
+    run_id = run.pk
     run.refresh_from_db(fields=["restarts"])
     # The attempt this task runs: a restart begins a newer one, and this one then stops and ends nothing.
     check = CancelCheck(run_id, attempt=run.restarts)
@@ -186,7 +190,7 @@ def execute_run(run_id: int, worker: str) -> str:
     stop_beat = _start_heartbeat(run_id)
     state = FAILED
     try:
-        with interrupted_by_signals(check):
+        with interrupted_by_signals(check), memory_share.share(leases.part_of(run_id)):  # a shared GPU's part
             state = _execute(run, devices, mirror.wrap(reporter) if mirror else reporter, check)
             return state
     finally:

@@ -2,7 +2,7 @@
 
 Asking nvidia-smi rather than torch keeps CUDA uninitialised in the Celery parent
 process: a CUDA context made before the pool forks would make every child's CUDA fail.
-The launcher uses `default_concurrency` to start one pool process per GPU.
+The launcher uses `default_concurrency` to start one pool process per GPU (or per share of one).
 """
 
 from __future__ import annotations
@@ -79,9 +79,16 @@ def detect_gpus(env: dict[str, str] | None = None, timeout: float = 10.0) -> lis
     return gpus
 
 
-def default_concurrency(queues: list[str] | str, gpus: list[dict[str, Any]] | None = None) -> int:
-    """One pool process per GPU for a worker that serves the gpu queue; 1 otherwise."""
+def default_concurrency(queues: list[str] | str, gpus: list[dict[str, Any]] | None = None,
+                        share: int | None = None) -> int:  # fmt: skip
+    """One pool process per GPU for a worker that serves the gpu queue, or `share` per GPU on a worker that
+    shares its GPUs (STUDIO_GPU_SHARE; read here because the launcher calls this before Django's settings
+    load, and settings.GPU_SHARE refuses a bad value when the worker starts); 1 otherwise."""
     names = queues.split(",") if isinstance(queues, str) else queues
     if "gpu" not in [q.strip() for q in names]:
         return 1
-    return max(1, len(detect_gpus() if gpus is None else gpus))
+    if share is None:
+        raw = os.environ.get("STUDIO_GPU_SHARE", "").strip()
+        share = int(raw) if raw.isdigit() else 1
+    share = max(1, share)
+    return max(1, len(detect_gpus() if gpus is None else gpus) * share)

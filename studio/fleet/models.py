@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -94,12 +95,18 @@ class WorkerNode(models.Model):
 
 
 class GpuLease(models.Model):
-    """One GPU of one worker, held by one run while it runs or by one model server while it serves
-    (studio.fleet.leases). The unique constraint is what keeps a GPU from serving two holders: two
-    workers' pool processes racing for the same GPU cannot both insert its row."""
+    """One share of one GPU of one worker, held by one run while it runs or by one model server while it
+    serves (studio.fleet.leases). A worker that does not share its GPUs splits each into one share (slot 0),
+    so a lease is a whole GPU; one with settings.GPU_SHARE = N splits each into N (slots 0..N-1), and a
+    holder of the whole GPU holds all N. The unique constraint is what keeps a share from serving two
+    holders: two workers' pool processes racing for the same share cannot both insert its row."""
 
     worker = models.CharField(max_length=255, help_text="Celery node name, as WorkerNode.hostname.")
     device = models.CharField(max_length=64, help_text="The GPU, as CUDA_VISIBLE_DEVICES names it.")
+    slot = models.PositiveSmallIntegerField(default=0, help_text="Which share of the GPU (0 to shares - 1).")
+    shares = models.PositiveSmallIntegerField(
+        default=1, help_text="How many shares the worker split the GPU into when this was taken (STUDIO_GPU_SHARE)."
+    )
     run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.CASCADE, related_name="gpu_leases")
     model_server = models.ForeignKey(
         "serving.ModelServer", null=True, blank=True, on_delete=models.CASCADE, related_name="gpu_leases"
@@ -109,7 +116,7 @@ class GpuLease(models.Model):
     class Meta:
         ordering = ["worker", "device"]
         constraints = [
-            models.UniqueConstraint(fields=["worker", "device"], name="one_run_per_gpu"),
+            models.UniqueConstraint(fields=["worker", "device", "slot"], name="one_holder_per_gpu_share"),
             models.CheckConstraint(
                 condition=models.Q(run__isnull=False, model_server__isnull=True)
                 | models.Q(run__isnull=True, model_server__isnull=False),
@@ -119,4 +126,47 @@ class GpuLease(models.Model):
 
     def __str__(self) -> str:
         holder = f"run {self.run_id}" if self.run_id else f"model server {self.model_server_id}"
-        return f"GPU {self.device} of {self.worker} → {holder}"
+        share = f" (share {self.slot + 1} of {self.shares})" if self.shares > 1 else ""
+        return f"GPU {self.device}{share} of {self.worker} → {holder}"
+
+    @property
+    def fraction(self) -> float:
+        """The part of its GPU this lease is: what a team's GPU limit counts."""
+        return 1.0 / max(1, self.shares)
+
+
+class TeamQuota(models.Model):
+    """What the operator lets one team use at once and over time (studio.fleet.quotas); the queue holds back
+    the team's runs past a limit and says which. Empty fields are no limit; a team without a row has none."""
+
+    team = models.OneToOneField("accounts.Team", on_delete=models.CASCADE, related_name="quota")
+    max_running_runs = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Runs of the team running at once (empty: no limit)."
+    )
+    max_gpus = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.0)],
+        help_text="GPUs its running runs hold at once; a shared GPU's share counts as its part (empty: no limit).",
+    )  # fmt: skip
+    gpu_hours_per_day = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.0)],
+        help_text="GPU-hours its runs may use per day, from 00:00 UTC (empty: no limit).",
+    )  # fmt: skip
+    gpu_hours_per_month = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.0)],
+        help_text="GPU-hours its runs may use per calendar month, UTC (empty: no limit).",
+    )  # fmt: skip
+    note = models.CharField(max_length=200, blank=True, help_text="Why, for the team to read (optional).")
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["team__name"]
+
+    def __str__(self) -> str:
+        return f"limits of {self.team}"
+
+    @property
+    def is_unlimited(self) -> bool:
+        return all(getattr(self, name) is None for name in LIMIT_FIELDS)
+
+
+LIMIT_FIELDS = ("max_running_runs", "max_gpus", "gpu_hours_per_day", "gpu_hours_per_month")

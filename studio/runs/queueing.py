@@ -1,4 +1,5 @@
-"""What a queued run waits behind, in words for its page: no worker serving its queue, or every
+"""What a queued run waits behind, in words for its page: no worker serving its queue, its team's limits
+(studio.fleet.quotas: "team ml-a has 4 of its 4 GPUs in use"), or every
 place on those workers taken (by how many runs, its own team's by name, and by the model servers that hold
 places, each in words: studio.fleet.holders; how many others queued), or nothing but a
 worker taking its message. A run waiting for GPUs says so itself (Run.waiting_for, written by the
@@ -6,8 +7,11 @@ worker that could not lease them); this covers the runs no worker has looked at 
 
 from __future__ import annotations
 
+from studio.fleet import quotas
 from studio.fleet.holders import live_servers, server_words
+from studio.fleet.models import TeamQuota
 from studio.fleet.queues import no_worker, serving, task_queue
+from studio.runs import placement
 from studio.runs.lifecycle import task_for
 from studio.runs.models import QUEUED, RUNNING, STUDIO_SOURCE, Run
 
@@ -27,6 +31,11 @@ def waits_behind(run: Run, name_runs: bool = True) -> str:
     workers = serving(queue)
     if not workers:
         return f"waiting for a worker: {no_worker(queue)}"
+    # Its team's limits first (studio.fleet.quotas): a free place does not start a run its team may not start.
+    # A run counts as its whole GPUs here; the worker, which knows whether it shares them, says it precisely.
+    gpus = placement.local_gpus(run.spec, run.kind) if any(node.gpus for node in workers) else 0
+    if limited := quotas.refusal(TeamQuota.objects.select_related("team").filter(team_id=run.team_id).first(), gpus):
+        return quotas.WAITING + limited
     places = sum(node.concurrency for node in workers)
     hostnames = [node.hostname for node in workers]
     running = list(Run.objects.filter(state=RUNNING, worker__in=hostnames).order_by("pk")

@@ -38,6 +38,7 @@ from trainers.rollout.engines.availability import vllm_unavailable_reason
 from trainers.rollout.engines.base import EngineUnavailable, Generation, RolloutEngine, SamplingParams
 from trainers.rollout.engines.vllm_server import VLLMServerClient
 from trainers.rollout.engines.vllm_weights import LOAD_TENSORS_RPC, export_weights
+from trainers.scale import memory_share
 from trainers.scale.distributed import dist_info
 from trainers.scale.sharding import is_sharded
 from trainers.spec import RunSpec
@@ -56,7 +57,10 @@ def engine_kwargs(spec: RunSpec, *, on_gpu: bool = True) -> dict[str, Any]:
         "model": spec.model.path,
         "dtype": sampling_dtype(spec),
         "trust_remote_code": spec.model.trust_remote_code,
-        "gpu_memory_utilization": spec.rollout.vllm_gpu_memory_utilization,
+        # On a share of a GPU (trainers.scale.memory_share) the setting is of the run's share, not the device.
+        "gpu_memory_utilization": memory_share.scaled_utilization(spec.rollout.vllm_gpu_memory_utilization)
+        if on_gpu
+        else spec.rollout.vllm_gpu_memory_utilization,
         "enable_sleep_mode": sleeps_during_update(spec) and on_gpu,
         "enforce_eager": spec.rollout.vllm_enforce_eager,
         "max_model_len": context_tokens(spec),
