@@ -245,6 +245,22 @@ PRESETS: dict[str, dict[str, Any]] = {
         "guidance_coef": 1.0,
         "guidance_shaping": 0.1,
     },
+    # On-policy distillation (Thinking Machines' post and Tinker's cookbook, TRL's DistillationTrainer at beta 1):
+    # the per-token reverse KL to the run's teacher (its teacher section) is the whole advantage, undiscounted and
+    # unnormalised, coefficient 1; the rubric is scored and reported, not trained on; one on-policy pass, no KL
+    # to a reference (the teacher is the anchor).
+    "on_policy_distillation": {
+        "advantage_estimator": "grpo",
+        "policy_loss": "ppo_clip",
+        "loss_agg_mode": "token-mean",
+        "clip_ratio_low": 0.2,
+        "clip_ratio_high": 0.2,
+        "kl_beta": 0.0,
+        "ppo_epochs": 1,
+        "distill_signal": "reverse_kl",
+        "distill_coef": 1.0,
+        "reward_advantage_weight": 0.0,
+    },
 }
 
 
@@ -295,6 +311,9 @@ PRESET_DESCRIPTIONS: dict[str, str] = {
     "authors' script), no dual-clip.",
     "kl_cov": "KL-Cov: |log-ratio| penalty (beta 1) on the 0.2 % of tokens with the largest log-prob/advantage "
     "covariance, unclipped ratio (arXiv:2505.22617). vs verl: no dual-clip.",
+    "on_policy_distillation": "On-policy distillation: the student samples, the teacher section's models score each "
+    "sampled token, and the advantage is minus the per-token reverse KL (log pi_student - log pi_teacher); the "
+    "rubric is reported only. Needs a teacher section. vs verl: no dual-clip.",
     "luffy_guidance": "LUFFY-style guidance: GRPO plus an SFT term, with LUFFY's policy shaping (gamma 0.1), on the "
     "reference solutions of prompts whose samples all failed (arXiv:2504.14945, 2506.07527). vs verl: no dual-clip.",
 }

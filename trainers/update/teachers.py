@@ -25,7 +25,7 @@ import torch
 
 from trainers.access import bound_to, key_server, key_server_variable
 from trainers.algorithms.distillation import DISTILL_SIGNALS, distilled_advantages, teacher_mean
-from trainers.algorithms.masked import masked_mean
+from trainers.algorithms.masked import masked_mean, zero_masked
 from trainers.spec import ModelSpec, RunSpec
 from trainers.spec.teacher import TeacherModelSpec
 from trainers.update.batches import TokenBatch
@@ -299,7 +299,7 @@ class Teachers:
             t = part.completion_mask.shape[1]
             teacher_logp = torch.zeros_like(mask[rows])
             teacher_logp[:, :t] = teacher.logprobs(part)
-            signals[k, rows] = self.signal_fn(student_logp[rows], teacher_logp) * mask[rows]
+            signals[k, rows] = zero_masked(self.signal_fn(student_logp[rows], teacher_logp), mask[rows])
             metrics[f"distill/reverse_kl/{teacher.name}"] = masked_mean(signals[k, rows], mask[rows]).item()
         signal, covered = teacher_mean(signals, weights)  # (B, T), (B,)
         scored = mask * covered.unsqueeze(-1).to(mask.dtype)

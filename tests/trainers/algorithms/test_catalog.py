@@ -7,6 +7,7 @@ import pytest
 from trainers.algorithms import catalog
 from trainers.algorithms.advantages import ADVANTAGES
 from trainers.algorithms.aggregation import LOSS_AGGREGATIONS
+from trainers.algorithms.distillation import DISTILL_SIGNALS
 from trainers.algorithms.kl import KL_ESTIMATORS
 from trainers.algorithms.mismatch import OFF_POLICY_CORRECTIONS
 from trainers.algorithms.policy_losses import POLICY_LOSSES
@@ -17,6 +18,7 @@ PAIRS = [
     (catalog.LOSS_AGG_MODES, LOSS_AGGREGATIONS),
     (catalog.KL_ESTIMATORS, KL_ESTIMATORS),
     (catalog.OFF_POLICY_CORRECTIONS, OFF_POLICY_CORRECTIONS),
+    (catalog.DISTILL_SIGNALS, DISTILL_SIGNALS),
 ]
 
 
