@@ -116,7 +116,7 @@ class TableRunSerializer(RunSerializer):
 
 class TagsSerializer(serializers.Serializer):
     tags = serializers.ListField(
-        child=serializers.CharField(allow_blank=True, trim_whitespace=False), allow_empty=True,
+        child=serializers.JSONField(), allow_empty=True,  # each checked by studio.runs.tags.cleaned: text only
         help_text=f"The run's tags, all of them (an empty list clears them): at most {tags.TAGS_MAX}, each at most "
         f"{tags.RunTag.NAME_MAX} characters of letters, digits and . _ : / + -.",
     )  # fmt: skip
