@@ -1,6 +1,7 @@
 """Every feature mounts its pages and JSON endpoints from its own urls.py; the REST resources
 share one router (its root lists them all at /api/)."""
 
+from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter
@@ -35,6 +36,7 @@ api = [
 
 urlpatterns = [
     path("api/", include(api)),
+    path("admin/", admin.site.urls),  # the operator's: team limits (studio.fleet.admin), the fleet's rows
     path("", include("studio.accounts.urls")),
     path("", include("studio.datasets.urls")),
     path("", include("studio.rubrics.urls")),
