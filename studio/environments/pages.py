@@ -3,12 +3,14 @@ prompt or a dataset row, with a model or a run's checkpoint)."""
 
 from __future__ import annotations
 
-from typing import Any
+import time
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_GET, require_POST
 
 from studio.accounts import permissions as perms
 from studio.accounts.models import Team
@@ -24,6 +26,9 @@ from studio.runs.models import Checkpoint
 CHECKPOINTS_SHOWN = 20
 # Error keys the try-it panel shows (the rest show beside their field or at the top).
 TRY_KEYS = ("try", "detail", "rows", "model", "checkpoint", "episodes")
+# The tries a browser session sent, {task id: sent at}: only its own session reads or stops one.
+TRIES_KEY = "environment_tries"
+TRIES_KEPT = 8
 
 
 @login_required
@@ -41,14 +46,14 @@ def environment_edit(request: HttpRequest, pk: int | None = None) -> HttpRespons
     meta = {"name": environment.name if environment else "", "team": environment.team_id if environment else None,
             "description": environment.description if environment else ""}  # fmt: skip
     errors: dict[str, str] = {}
-    tried: dict[str, Any] | None = None
+    trying_id: str | None = None
     trial = {"prompt": "", "answer": "", "fields": "{}", "model": "", "checkpoint": "", "episodes": "2"}
     if request.method == "POST":
         config, meta, errors = forms.read_environment(request.POST)
         action = request.POST.get("action", "refresh")
         if action == "try" and not errors:
             trial = {k: request.POST.get(f"try_{k}", v) for k, v in trial.items()}
-            tried = _try(request, environment, config, meta, trial, errors)
+            trying_id = _try(request, environment, config, meta, trial, errors)
         elif action == "save" and not errors:
             if not can_edit:
                 perms.check(request.user, environment, perms.EDIT)
@@ -73,7 +78,7 @@ def environment_edit(request: HttpRequest, pk: int | None = None) -> HttpRespons
         "tool_kinds": forms.tool_kinds() if any(f.picker == forms.TOOLS_PARAM for f in params) else None,
         "other_errors": {k: v for k, v in errors.items() if k not in beside and not _try_error(k)},
         "try_errors": {k: v for k, v in errors.items() if _try_error(k)},
-        "tried": tried, "trial": trial, "training_note": trying.training_note(),
+        "trying_id": trying_id, "trial": trial, "training_note": trying.training_note(),
         "teams": perms.editable_teams(request.user).distinct(),
         "datasets": perms.visible(Dataset.objects.all(), request.user).distinct(),
         "models": known_models(request.user), "checkpoints": _checkpoints(request.user),
@@ -86,8 +91,9 @@ def _try_error(key: str) -> bool:
     return key.split(".")[0] in TRY_KEYS
 
 
-def _try(request, environment, config, meta, trial, errors) -> dict[str, Any] | None:
-    """Run the episodes on a worker; errors go into `errors` (keyed as the try panel shows them)."""
+def _try(request, environment, config, meta, trial, errors) -> str | None:
+    """Send the episodes to a worker, remembered in the session; the task's id, or None with the
+    reason in `errors` (keyed as the try panel shows them). The page follows it (try_progress)."""
     team = environment.team if environment else _team(request.user, meta["team"])
     may_edit = team is not None and perms.has_role(request.user, team.pk, perms.EDIT)
     try:
@@ -97,13 +103,50 @@ def _try(request, environment, config, meta, trial, errors) -> dict[str, Any] | 
         checkpoint = as_id(trial["checkpoint"])
         model = trying.model_to_try(team, trial["model"].strip(), checkpoint)
         episodes = int(trial["episodes"]) if trial["episodes"].isdigit() else 0
-        return trying.try_environment(tried_config, model, forms.trial_rows(trial, request.POST, request.user),
-                                      episodes, team=team)  # fmt: skip
+        task_id = trying.send_try(tried_config, model, forms.trial_rows(trial, request.POST, request.user),
+                                  episodes, team=team)  # fmt: skip
     except trying.TryError as exc:
         errors.update(exc.errors)
+        return None
     except ValueError as exc:
         errors["try"] = str(exc)
-    return None
+        return None
+    tries = dict(list(request.session.get(TRIES_KEY, {}).items())[-(TRIES_KEPT - 1):])
+    tries[task_id] = time.time()
+    request.session[TRIES_KEY] = tries
+    return task_id
+
+
+def _sent_at(request: HttpRequest, task_id: str) -> float:
+    """When this session sent the try; 404 for a try it did not send (another person's, or none)."""
+    sent = request.session.get(TRIES_KEY, {}).get(task_id)
+    if sent is None:
+        raise Http404("no such try in this session")
+    return float(sent)
+
+
+@login_required
+@require_GET
+def try_progress(request: HttpRequest, task_id: str) -> JsonResponse:
+    """Where the session's try is (studio.environments.trying.progress), with its episodes drawn as the
+    page draws them once they are back."""
+    now = trying.progress(task_id, _sent_at(request, task_id))
+    episodes = now.pop("episodes", None)
+    if episodes is not None:
+        now["html"] = render_to_string("environments/tried.html", {"tried": {"episodes": episodes}}, request)
+    if now["state"] in ("done", "failed"):
+        tries = request.session.get(TRIES_KEY, {})
+        tries.pop(task_id, None)
+        request.session[TRIES_KEY] = tries
+    return JsonResponse(now)
+
+
+@login_required
+@require_POST
+def try_stop(request: HttpRequest, task_id: str) -> JsonResponse:
+    _sent_at(request, task_id)
+    trying.stop(task_id)
+    return JsonResponse({"stopped": task_id})
 
 
 def _team(user, team_id) -> Team | None:

@@ -1,8 +1,14 @@
 """The "try it" panel: run a few episodes of an environment with a model or a run's checkpoint,
-on a worker (models and user tools never run in the web process), and wait for them."""
+on a worker (models and user tools never run in the web process).
+
+The page does not wait: `send_try` sends the task and the page asks `progress` about it every second
+(waiting for a worker and why, the worker's stage, the episodes, or the error), so a try while a run
+trains shows where it is instead of a page that hangs; the API's try waits for the answer
+(`try_environment`). Either gives up after ENVIRONMENT_TRY_TIMEOUT_S and asks the worker to stop."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from celery.exceptions import TimeoutError as CeleryTimeout
@@ -80,11 +86,11 @@ def check_rows(rows: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def try_environment(config: dict[str, Any], model: dict[str, str | None], rows: list[dict[str, Any]],
-                    episodes: int = 2, timeout_s: float | None = None, team=None) -> dict[str, Any]:  # fmt: skip
-    """Send workers.try_environment and wait: {"episodes": [[episode dict]]} (per row, per sample).
-    TryError 504 when no answer comes in time, saying why as far as the studio can tell. The paths the
-    config names are checked for `team` here and on the worker (None: only what any team may read)."""
+def send_try(config: dict[str, Any], model: dict[str, str | None], rows: list[dict[str, Any]],
+             episodes: int = 2, team=None) -> str:  # fmt: skip
+    """Check the try and send workers.try_environment; its task id. TryError naming the field when the
+    config, rows or episodes are refused. The paths the config names are checked for `team` here and on
+    the worker (None: only what any team may read)."""
     config = validate_environment(config)
     rows = check_rows(rows)
     errors = paths.environment_errors(config, team)
@@ -92,9 +98,17 @@ def try_environment(config: dict[str, Any], model: dict[str, str | None], rows: 
         raise TryError({f"config.{k}": v for k, v in errors.items()})
     if not 1 <= int(episodes) <= MAX_EPISODES:
         raise TryError({"episodes": f"between 1 and {MAX_EPISODES} per row"})
-    timeout_s = settings.ENVIRONMENT_TRY_TIMEOUT_S if timeout_s is None else timeout_s
     result = celery_app.send_task(TRY_ENVIRONMENT_TASK, args=[config, model, rows, int(episodes)],
                                   kwargs={"team_id": team.pk if team else None})  # fmt: skip
+    return result.id
+
+
+def try_environment(config: dict[str, Any], model: dict[str, str | None], rows: list[dict[str, Any]],
+                    episodes: int = 2, timeout_s: float | None = None, team=None) -> dict[str, Any]:  # fmt: skip
+    """Send the try and wait: {"episodes": [[episode dict]]} (per row, per sample). TryError 504 when no
+    answer comes in time, saying why as far as the studio can tell."""
+    result = celery_app.AsyncResult(send_try(config, model, rows, episodes, team))
+    timeout_s = settings.ENVIRONMENT_TRY_TIMEOUT_S if timeout_s is None else timeout_s
     try:
         answer = result.get(timeout=timeout_s, propagate=True, disable_sync_subtasks=False)
     except CeleryTimeout:
@@ -106,6 +120,45 @@ def try_environment(config: dict[str, Any], model: dict[str, str | None], rows: 
     if "error" in answer:
         raise TryError({"detail": answer["error"]}, 400)
     return answer
+
+
+# A try no worker has taken after this long says why (no worker, every one busy) instead of "sent".
+SAY_WHY_AFTER_S = 5.0
+
+
+def progress(task_id: str, sent: float, timeout_s: float | None = None) -> dict[str, Any]:
+    """Where the try sent at `sent` (epoch seconds) is: {"state": "waiting" | "running" | "done" | "failed",
+    "message": words for the page, "waited_s", and "episodes" when done}. Past the timeout it is failed
+    (with timeout_message's reason) and the worker is asked to stop."""
+    timeout_s = settings.ENVIRONMENT_TRY_TIMEOUT_S if timeout_s is None else timeout_s
+    result = celery_app.AsyncResult(task_id)
+    waited = max(0.0, time.time() - sent)
+    state, info = result.state, result.info
+    out: dict[str, Any] = {"waited_s": round(waited, 1)}
+    if state == "SUCCESS":
+        answer = result.result
+        if not isinstance(answer, dict) or "episodes" not in answer:
+            error = answer.get("error") if isinstance(answer, dict) else None
+            return {**out, "state": "failed", "message": str(error or "the worker gave no episodes")}
+        return {**out, "state": "done", "message": "", "episodes": answer["episodes"]}
+    if state == "REVOKED":
+        return {**out, "state": "failed", "message": "stopped before its episodes were done"}
+    if state == "FAILURE":
+        why = f"{type(info).__name__}: {info}" if isinstance(info, BaseException) else str(info)
+        return {**out, "state": "failed", "message": f"the episodes failed on the worker: {why}"}
+    if waited > timeout_s:
+        result.revoke(terminate=True)
+        return {**out, "state": "failed", "message": timeout_message(state, info, timeout_s)}
+    if state == TRYING_STATE and isinstance(info, dict) and info.get("stage"):
+        return {**out, "state": "running", "message": f"{info['stage']}…"}
+    if waited < SAY_WHY_AFTER_S:
+        return {**out, "state": "waiting", "message": "sent to a worker…"}
+    return {**out, "state": "waiting", "message": unanswered_reason(task_queue(TRY_ENVIRONMENT_TASK), f"{waited:.0f} s")}
+
+
+def stop(task_id: str) -> None:
+    """Ask the worker to stop the try (a queued one is dropped when a worker takes it)."""
+    celery_app.AsyncResult(task_id).revoke(terminate=True)
 
 
 def timeout_message(state: str, info: Any, timeout_s: float) -> str:
@@ -134,5 +187,5 @@ def training_note(timeout_s: float | None = None) -> str:
     limit = settings.ENVIRONMENT_TRY_TIMEOUT_S if timeout_s is None else timeout_s
     return (f"Run{'s' if len(running) > 1 else ''} {runs} {'are' if len(running) > 1 else 'is'} training now: where "
             "it shares the workers' machine, the episodes share its processors and can take several times longer "
-            f"(the page waits up to {limit:.0f} s). Fewer rows, episodes or tokens answer sooner; or try once it "
+            f"(a try gives up after {limit:.0f} s). Fewer rows, episodes or tokens answer sooner; or try once it "
             "ends, or stop it.")  # fmt: skip

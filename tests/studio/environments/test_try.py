@@ -3,6 +3,7 @@ episodes come back on the page (the worker's side is test_try_worker.py)."""
 
 from __future__ import annotations
 
+import time
 from unittest import mock
 
 from studio.environments import trying
@@ -94,7 +95,7 @@ class TryEnvironmentTest(StudioTestCase):
         note = trying.training_note(180)
         self.assertTrue(note.startswith("Run #"), note)
         self.assertIn("'letters' (step 3 of 20) is training now", note)
-        self.assertIn("the page waits up to 180 s", note)
+        self.assertIn("a try gives up after 180 s", note)
         timed_out = trying.timeout_message(trying.TRYING_STATE, {"stage": "running episodes"}, 180)
         self.assertIn("'letters' (step 3 of 20) is training now", timed_out)
         self.client.force_login(self.bob)
@@ -142,17 +143,81 @@ class EnvironmentPageTest(StudioTestCase):
         self.assertEqual(response.status_code, 403)
         self.assertEqual(Environment.objects.get().config["max_turns"], 3)
 
-    def test_try_it_shows_each_turn_and_each_tool_call_with_its_result(self):
+    def test_try_it_sends_the_episodes_and_the_page_follows_them_to_each_turn_and_tool_call(self):
         self.client.force_login(self.bob)
         body = self.form(action="try", try_model="/models/tiny", try_prompt="Count down", try_episodes="1")
-        with mock.patch("studio.environments.pages.trying.try_environment", return_value=TRIED) as sent:
+        with mock.patch("studio.environments.pages.trying.send_try", return_value="task-1") as sent:
             page = self.client.post("/environments/new/", body).content.decode()
         self.assertEqual(sent.call_args.args[2], [{"prompt": "Count down"}])
-        self.assertEqual(page.count('class="turn"'), 2)
-        self.assertEqual(page.count('class="tool-call'), 1)
-        self.assertIn("&quot;expression&quot;: &quot;3-1&quot;", page)
-        self.assertIn("said the word", page)
+        self.assertIn('data-try-id="task-1"', page)  # the page answers at once and follows the try
+        self.assertIn("js/try_panel.js", page)
         self.assertFalse(Environment.objects.exists())  # trying saves nothing
+        with mock.patch("studio.environments.pages.trying.progress", return_value={
+                "state": "done", "message": "", "waited_s": 2.0, "episodes": TRIED["episodes"]}):  # fmt: skip
+            now = self.client.get("/environments/tries/task-1/").json()
+        self.assertEqual(now["state"], "done")
+        self.assertEqual(now["html"].count('class="turn"'), 2)
+        self.assertEqual(now["html"].count('class="tool-call'), 1)
+        self.assertIn("&quot;expression&quot;: &quot;3-1&quot;", now["html"])
+        self.assertIn("said the word", now["html"])
+        # done: the session forgets it
+        self.assertEqual(self.client.get("/environments/tries/task-1/").status_code, 404)
+
+    def test_only_the_session_that_sent_a_try_follows_or_stops_it(self):
+        self.client.force_login(self.bob)
+        body = self.form(action="try", try_model="/models/tiny", try_prompt="Count down", try_episodes="1")
+        with mock.patch("studio.environments.pages.trying.send_try", return_value="task-2"):
+            self.client.post("/environments/new/", body)
+        other = self.client_class()
+        other.force_login(self.alice)
+        self.assertEqual(other.get("/environments/tries/task-2/").status_code, 404)
+        self.assertEqual(other.post("/environments/tries/task-2/stop").status_code, 404)
+        with mock.patch("studio.environments.pages.trying.stop") as stopped:
+            self.assertEqual(self.client.post("/environments/tries/task-2/stop").status_code, 200)
+        stopped.assert_called_once_with("task-2")
+
+    def test_a_refused_try_says_why_on_the_page_and_sends_nothing(self):
+        self.client.force_login(self.bob)
+        body = self.form(action="try", try_model="/models/tiny", try_prompt="", try_episodes="1")
+        with mock.patch("studio.environments.pages.trying.celery_app.send_task") as send:
+            page = self.client.post("/environments/new/", body).content.decode()
+        send.assert_not_called()
+        self.assertIn("data-try-error", page)
+        self.assertNotIn("data-try-id", page)
+
+
+class TryProgressTest(StudioTestCase):
+    """studio.environments.trying.progress on each state of the task (Celery's result, read through a mock:
+    the states themselves are Celery's)."""
+
+    def at(self, state: str, info=None, result=None, waited_s: float = 1.0, timeout_s: float = 60.0) -> dict:
+        fake = mock.Mock(state=state, info=info, result=result)
+        with mock.patch("studio.environments.trying.celery_app.AsyncResult", return_value=fake):
+            now = trying.progress("t", time.time() - waited_s, timeout_s)
+        now["revoked"] = fake.revoke.called
+        return now
+
+    def test_each_state_in_words(self):
+        self.assertEqual(self.at("PENDING")["message"], "sent to a worker…")
+        waiting = self.at("PENDING", waited_s=12)
+        self.assertEqual(waiting["state"], "waiting")
+        self.assertIn("none serving the 'default' queue is running", waiting["message"])
+        running = self.at(trying.TRYING_STATE, {"stage": "loading the model"})
+        self.assertEqual((running["state"], running["message"]), ("running", "loading the model…"))
+        done = self.at("SUCCESS", result=TRIED)
+        self.assertEqual((done["state"], done["episodes"]), ("done", TRIED["episodes"]))
+        refused = self.at("SUCCESS", result={"error": "model_path: not allowed"})
+        self.assertEqual((refused["state"], refused["message"]), ("failed", "model_path: not allowed"))
+        crashed = self.at("FAILURE", info=RuntimeError("CUDA error"))
+        self.assertEqual(crashed["message"], "the episodes failed on the worker: RuntimeError: CUDA error")
+        self.assertEqual(self.at("REVOKED")["message"], "stopped before its episodes were done")
+
+    def test_past_the_timeout_it_fails_with_the_reason_and_the_worker_is_asked_to_stop(self):
+        late = self.at(trying.TRYING_STATE, {"stage": "running episodes"}, waited_s=61)
+        self.assertEqual(late["state"], "failed")
+        self.assertTrue(late["message"].startswith("the worker was still running episodes after 60 s"), late)
+        self.assertTrue(late["revoked"])
+        self.assertFalse(self.at(trying.TRYING_STATE, {"stage": "running episodes"}, waited_s=59)["revoked"])
 
 
 def test_an_error_about_a_part_of_a_field_shows_beside_that_field():
