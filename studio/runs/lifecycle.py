@@ -31,7 +31,7 @@ from studio.experiments import paths, specs
 from studio.experiments.specs import SpecError, asynchrony_note
 from studio.fleet import leases
 from studio.lib.errors import Conflict
-from studio.runs import events, placement, prompt_stats, provenance, scoring
+from studio.runs import events, placement, prompt_stats, provenance, scoring, signals
 from studio.runs.models import (
     CANCELLED,
     FAILED,
@@ -402,6 +402,7 @@ def finish(run_id: int, state: str, detail: str = "", error: str = "", attempt: 
         if failed:
             items.insert(0, ("warning", None, {"message": ended["warning"]}))
         events.record(run_id, items)
+        transaction.on_commit(lambda: signals.run_finished.send(None, run_id=run_id, state=state), robust=True)
     return True
 
 

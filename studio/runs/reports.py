@@ -13,7 +13,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from studio.runs import episodes, events, prompt_stats, prompts, texts
+from django.db import transaction
+
+from studio.runs import episodes, events, prompt_stats, prompts, signals, texts
 from studio.runs.models import (
     PREVIEW_CHARS,
     WARNING_CHARS,
@@ -57,6 +59,9 @@ def write(
         MetricPoint.objects.bulk_create(
             MetricPoint(run_id=run_id, step=step, key=k, value=v, wall_time=now) for k, v in payload.items()
         )
+        keys = list(payload)
+        written = lambda: signals.metrics_written.send(None, run_id=run_id, step=step, keys=keys)  # noqa: E731
+        transaction.on_commit(written, robust=True)
         return ("metrics", step, {"values": payload})
     if kind == "rollouts":
         run_prompts = prompts_of(run_id, payload)
