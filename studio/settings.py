@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "studio.tracking",
     "studio.evaluations",
     "studio.serving",
+    "studio.sweeps",
 ]
 
 MIDDLEWARE = [
