@@ -49,6 +49,7 @@ urlpatterns = [
     path("", include("studio.ingest.urls")),
     path("", include("studio.evaluations.urls")),
     path("", include("studio.serving.urls")),
+    path("", include("studio.sweeps.urls")),
 ]
 
 # Errors under /api/ (a path no route matches, a failure DRF does not handle) are JSON; pages keep HTML.
