@@ -114,6 +114,7 @@ def send_again() -> None:
     from studio.datasets.checks import requeue_checking
     from studio.runs.lifecycle import requeue_waiting
     from studio.runs.models import Run
+    from studio.sweeps.driver import drive_all
 
     if waiting := requeue_waiting():
         print("queued again (the broker keeps no messages across restarts):", flush=True)
@@ -124,6 +125,8 @@ def send_again() -> None:
             print(f"  run {run.pk} {run.name!r}: {where}", flush=True)
     if checking := requeue_checking():
         print(f"checks sent again: datasets {checking}", flush=True)
+    if driven := drive_all():  # a sweep goes on from the database: its trials told, the next ones launched
+        print(f"sweeps driven again: {driven}", flush=True)
 
 
 def supervise(children: Children, stopping: threading.Event) -> None:
