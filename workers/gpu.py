@@ -142,11 +142,14 @@ def beat(hostname: str, queues: list[str], concurrency: int, sweep: bool = True)
     from studio.fleet.models import WorkerNode
     from studio.runs.lifecycle import sweep_lost_runs
     from studio.serving.servers import sweep_lost_servers
+    from studio.sweeps.driver import drive_all
 
     if not WorkerNode.record_beat(hostname, detect_gpus()):
         record_start(hostname, queues, concurrency)
     if sweep and (lost := sweep_lost_runs()):
         log.warning("runs %s lost: their worker stopped sending heartbeats (each restarted while it may be)", lost)
+    if sweep:  # sweeps whose last event found their driver busy, or died with it, go on within a beat
+        drive_all()
     if sweep and (gone := sweep_lost_servers()):
         log.warning("model servers %s ended: their worker stopped sending heartbeats", gone)
 
