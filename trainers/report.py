@@ -18,6 +18,11 @@ RUN_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
 # What `should_stop()` answers for a stop without a checkpoint ("Stop now"); any other true answer stops
 # and saves one (trainers.run.stopping).
 STOP_NOW = "now"
+# A step's token counts (trainers.run.step_metrics): the whole step's, summed over processes rather than
+# averaged like the other metrics (trainers.scale.distributed.mean_over_processes). The worker sums them over
+# the steps into the run's usage (studio.runs.usage).
+COUNTS_PREFIX = "tokens/"
+TOKENS_GENERATED, TOKENS_TRAINED = f"{COUNTS_PREFIX}generated", f"{COUNTS_PREFIX}trained"
 
 
 @dataclass

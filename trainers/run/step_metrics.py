@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from trainers.episodes import Episode
+from trainers.report import TOKENS_GENERATED, TOKENS_TRAINED
 from trainers.rollout.environments.tool_calls import well_formed
 from trainers.run.failure_watch import FAILURE_RATE
 from trainers.update.groups import Group
@@ -90,6 +91,9 @@ def step_metrics(
         "data/epoch": epoch,
         "data/generation_rounds": float(rounds),
         "data/groups_kept": float(len(train_groups)),
+        # This process's counts; the run reports their sum over processes (what the run's usage adds up).
+        TOKENS_GENERATED: float(num_tokens),
+        TOKENS_TRAINED: float(train_tokens),
     }
     if multi_turn:
         metrics |= episode_metrics(episodes) | {"timing/tool_s": timings.get("tool", 0.0)}

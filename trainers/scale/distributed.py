@@ -21,6 +21,8 @@ from typing import TypeVar
 
 import torch
 
+from trainers.report import COUNTS_PREFIX
+
 T = TypeVar("T")
 
 
@@ -160,13 +162,17 @@ def gathered_lists(items: list[T], info: DistInfo) -> list[T]:
 
 def mean_over_processes(values: dict[str, float], info: DistInfo) -> dict[str, float]:
     """Each metric averaged over the processes that report it (a process whose groups were all
-    filtered out has no actor/ metrics that step). Every process gets the same dict."""
+    filtered out has no actor/ metrics that step); counts (COUNTS_PREFIX: the step's tokens) summed
+    instead. Every process gets the same dict."""
     if not info.enabled:
         return dict(values)
     gathered: list[dict[str, float] | None] = [None] * info.world_size
     torch.distributed.all_gather_object(gathered, dict(values))
     keys = sorted({k for d in gathered if d for k in d})
-    return {k: sum(d[k] for d in gathered if d and k in d) / sum(1 for d in gathered if d and k in d) for k in keys}
+    sums = {k: sum(d[k] for d in gathered if d and k in d) for k in keys}
+    return {
+        k: v if k.startswith(COUNTS_PREFIX) else v / sum(1 for d in gathered if d and k in d) for k, v in sums.items()
+    }
 
 
 def cleanup(info: DistInfo) -> None:

@@ -21,7 +21,8 @@ def trainer_metric_keys() -> set[str]:
     # Step keys the loop test does not list (trainers/loop.py): actor/kl only with a KL loss,
     # rollout/tis_clip_frac only with TIS on a separate sampler, perf/gpu_mem_peak_gb only on CUDA.
     step = {"actor/kl", "rollout/tis_clip_frac", "perf/gen_tokens_per_s", "perf/train_tokens_per_s",
-            "perf/gpu_mem_peak_gb", "data/generation_rounds", "data/groups_kept"}  # fmt: skip
+            "perf/gpu_mem_peak_gb", "data/generation_rounds", "data/groups_kept", "tokens/generated",
+            "tokens/trained"}  # fmt: skip
     # An evaluation's (tests/trainers/run/test_evaluate.py).
     evaluation = {"eval/reward/mean", "eval/reward/std", "eval/reward/any/mean", "eval/pass@2"}
     # A multi-turn run's (trainers/rollouts.py: the keys agreed for issue 12), with one tool.
@@ -64,6 +65,7 @@ EXPECTED = {
     "timing/generate_s": "timing", "timing/score_s": "timing", "timing/train_s": "timing",
     "timing/step_s": "timing_other",
     "data/epoch": None, "data/generation_rounds": None, "data/groups_kept": None,
+    "tokens/generated": None, "tokens/trained": None,
     "episode/turns_mean": "turns", "episode/tool_calls_mean": "tool_calls",
     "episode/tool_calls/calculator": "tool_calls", "episode/tool_error_rate": "tool_quality",
     "episode/well_formed_call_rate": "tool_quality", "episode/answered_frac": "episode_ends",

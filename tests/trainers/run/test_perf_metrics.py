@@ -26,6 +26,16 @@ def test_generation_and_training_throughput_are_reported_separately(run_metrics)
         assert values["perf/train_tokens_per_s"] * values["timing/train_s"] > generated
 
 
+def test_a_step_counts_the_tokens_it_generated_and_trained_on(run_metrics):
+    # What a run's usage adds up (studio.runs.usage): the completions sampled, and prompt + completion of
+    # every sequence the update ran over (all groups are kept here: the tiny demo's rewards spread).
+    for values in run_metrics:
+        assert values["tokens/generated"] == values["response/length_mean"] * 2 * 4
+        assert values["tokens/generated"] == pytest.approx(values["perf/tokens_per_s"] * values["timing/step_s"])
+        assert values["tokens/trained"] == pytest.approx(values["perf/train_tokens_per_s"] * values["timing/train_s"])
+        assert values["tokens/trained"] > values["tokens/generated"] and values["tokens/trained"].is_integer()
+
+
 def test_the_gpu_memory_peak_is_reported_only_with_a_gpu(run_metrics):
     has_peak = all("perf/gpu_mem_peak_gb" in values for values in run_metrics)
     assert has_peak == torch.cuda.is_available()
