@@ -232,6 +232,7 @@ STATED = {
     "POST /api/rubrics/{id}/try/": [(r"pairs", r"give at least one")],
     "GET /api/runs/{run_id}/metrics/": [(r"detail", r"is after end|is after step_max")],
     "GET /api/runs/{id}/rollouts/": [(r"criterion", r"need a criterion")],
+    "GET /api/runs/groups/": [(r"sort", r"holds several seeds")],  # grouped by all but the seed: sort by another
     "POST /api/ingest/verl/": [(r"rollout_files", r"upload verl's rollout or validation dump files"),
                                (r"\w+_files", r"verl names its dumps"),
                                (r"experiment", r"A valid integer is required")],  # a form says no null
