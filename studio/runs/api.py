@@ -2,7 +2,13 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+    inline_serializer,
+)
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny, IsAuthenticated
@@ -27,6 +33,7 @@ from studio.runs import (
     table,
     tags,
     texts,
+    usage,
 )
 from studio.runs.access import readable_run
 from studio.runs.models import (
@@ -40,6 +47,7 @@ from studio.runs.models import (
     RunRestart,
     with_action_facts,
 )
+from studio.runs.usage_views import RunUsageSerializer
 from studio.sharing.share_view import ShareViewMixin
 
 EVENTS_MAX = 1000
@@ -62,6 +70,9 @@ class RunSerializer(serializers.ModelSerializer):
         "queue, or every place taken; empty otherwise."
     )
     tags = serializers.SerializerMethodField(help_text="The run's tags, sorted (POST .../tags/ sets them).")
+    usage = serializers.SerializerMethodField(
+        help_text="What it used: device- and GPU-seconds, tokens generated and trained, cost (studio.runs.usage)."
+    )
     scoring_failed = ScoringFailedSerializer(
         many=True, read_only=True,
         help_text="Criteria that raised on (nearly) every rollout, tallied when the run ended: its reward says little.",
@@ -72,8 +83,12 @@ class RunSerializer(serializers.ModelSerializer):
         fields = ["id", "team", "experiment", "kind", "name", "state", "error", "warning", "last_step", "total_steps",
                   "cancel_requested", "restarts", "resumed_from", "resumed_at_step", "last_seq", "created", "started",
                   "finished", "heartbeat", "worker", "placement", "waiting_for", "queue", "spec", "actions",
-                  "scoring_failed", "source", "tags"]  # fmt: skip
+                  "scoring_failed", "source", "tags", "usage"]  # fmt: skip
         read_only_fields = fields
+
+    @extend_schema_field(RunUsageSerializer)
+    def get_usage(self, run: Run) -> dict:
+        return usage.of_run(run)
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_tags(self, run: Run) -> list[str]:
@@ -209,28 +224,47 @@ class EvaluateSerializer(serializers.Serializer):
     )  # fmt: skip
 
 
-@extend_schema_view(list=extend_schema(parameters=[
+def _ids_parameter(name: str, description: str) -> OpenApiParameter:
+    return OpenApiParameter(name, {"type": "string", "pattern": table.IDS_PATTERN}, description=description)
+
+
+# The runs table's parameters (studio.runs.table), on the list and on its seed groups.
+TABLE_PARAMETERS = [
     id_parameter("team", "Only this team's runs."),
-    OpenApiParameter(table.EXPERIMENT, str, description="Only these experiments' runs: ids separated by commas."),
-    OpenApiParameter(table.IDS, str, description="Only these runs: ids separated by commas (a sweep's trials)."),
+    _ids_parameter(table.EXPERIMENT, "Only these experiments' runs: ids separated by commas."),
+    _ids_parameter(table.IDS, f"Only these runs: ids separated by commas, at most {table.MAX_IDS} (a sweep's trials)."),
     OpenApiParameter("state", str, enum=[s for s, _ in STATES]), OpenApiParameter("kind", str, enum=[k for k, _ in KINDS]),
-    OpenApiParameter(table.COLUMN, str, many=True, description="A column, repeatable: last:<metric key>, best:<key> "
-                     "(highest, or lowest for a metric better low), max:<key>, min:<key>, at<step>:<key>, "
-                     "set:<dotted setting path> (set:optim.lr), run:name|state|step|created. Each run's `columns`."),
-    OpenApiParameter(run_sort.SORT, {"type": "string", "pattern": run_sort.PATTERN}, description="Sort by a column "
+    OpenApiParameter(table.COLUMN, {"type": "array", "maxItems": table.MAX_COLUMNS,
+                     "items": {"type": "string", "pattern": table.COLUMN_PATTERN}}, explode=True,
+                     description="A column, repeatable: last:<metric key>, best:<key> (highest, or lowest for a metric "
+                     "better low: losses, KL, timings), max:<key>, min:<key>, at<step>:<key> (the last value at or "
+                     "before the step), set:<dotted setting path> (set:optim.lr), run:name|state|step|created."),
+    OpenApiParameter(run_sort.SORT, {"type": "string", "pattern": table.SORT_PATTERN}, description="Sort by a column "
                      "(-best:reward/mean), or by a bare metric key's last value (suite/<task>/pass@1); descending with a "
                      "leading -; runs without a value last. Default: newest first."),
-    OpenApiParameter(table.TAG, str, many=True, description="Only runs carrying every tag named."),
-    OpenApiParameter(table.GROUP, str, enum=[table.GROUP_SEED], description="seed: one result per settings (the "
-                     "spec without optim.seed): {members, runs, columns: {column: {mean, std, n}}}, std the sample's."),
-    OpenApiParameter("set.<path>", str, description="Not a literal name: ?set.optim.lr=1e-4 keeps runs whose setting "
-                     "equals the value (a number, true/false/null, or text), ?set.optim.lr=1e-5..1e-3 those in the range."),
-]))  # fmt: skip
+    OpenApiParameter(table.TAG, {"type": "array", "items": {"type": "string", "pattern": table.TAG_PATTERN}},
+                     explode=True, description="Only runs carrying every tag named."),
+]  # fmt: skip
+SETTING_FILTERS = ("Settings filter as ?set.<dotted path>=<value> (?set.optim.lr=1e-4: equal to a number, "
+                   "true/false/null or text) or =<low>..<high> (?set.optim.lr=1e-5..1e-3, either end may be left out).")  # fmt: skip
+GROUP_PAGE = inline_serializer("RunGroupPage", {
+    "count": serializers.IntegerField(), "next": serializers.CharField(allow_null=True),
+    "previous": serializers.CharField(allow_null=True),
+    "results": inline_serializer("RunGroup", {
+        "members": serializers.ListField(child=serializers.IntegerField(), help_text="Its runs' ids, oldest first."),
+        "columns": serializers.DictField(help_text="{column: {mean, std, n}} of a metric (std: the sample's, null "
+                                         "under two values), a setting's shared value, the seeds as a list."),
+        "runs": TableRunSerializer(many=True),
+    }, many=True),
+})  # fmt: skip
+
+
+@extend_schema_view(list=extend_schema(parameters=TABLE_PARAMETERS, description=SETTING_FILTERS))
 class RunViewSet(ShareViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Runs (launched from experiments), as the runs table (studio.runs.table) lists them: ?team=&experiment=&ids=
-    &state=&kind=&tag=&set.<path>=; ?col=...; ?sort=[-]<column or metric key>; ?group=seed."""
+    &state=&kind=&tag=&set.<path>=; ?col=...; ?sort=[-]<column or metric key>; groups/ for seed repeats."""
 
-    serializer_class = RunSerializer
+    serializer_class = TableRunSerializer
     permission_classes = [IsAuthenticated, perms.TeamRole]
 
     def get_queryset(self):
@@ -249,8 +283,8 @@ class RunViewSet(ShareViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
                 runs = runs.filter(**{name: self.request.query_params[name]})
         return runs
 
-    def list(self, request, *args, **kwargs):
-        query = table.parse(request.query_params)  # QueryError: 400 naming the parameter
+    def _table_page(self, request, query: table.TableQuery) -> table.Page:
+        """The table's page over the runs the user may see, each run carrying its columns' values."""
         paginator = self.paginator
         paginator.request, paginator.limit = request, paginator.get_limit(request)
         paginator.offset = paginator.get_offset(request)
@@ -259,16 +293,28 @@ class RunViewSet(ShareViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
         spellings = [c.spelling for c in query.columns]
         for run in page.runs:
             run.table_columns = dict(zip(spellings, table.values_of(run, query.columns), strict=True))
-        if not query.group:
-            return paginator.get_paginated_response(TableRunSerializer([r.run for r in page.rows], many=True).data)
+        return page
+
+    def list(self, request, *args, **kwargs):
+        page = self._table_page(request, table.parse(request.query_params))  # QueryError: 400 naming the parameter
+        return self.paginator.get_paginated_response(TableRunSerializer([r.run for r in page.rows], many=True).data)
+
+    @extend_schema(parameters=TABLE_PARAMETERS, description=SETTING_FILTERS, responses=GROUP_PAGE)
+    @action(detail=False, methods=["get"])
+    def groups(self, request):
+        """The runs table grouped by settings: one result per spec without optim.seed (seed repeats), each metric
+        column's mean, sample std and n over its runs; sorted by a metric column's mean (?sort=), newest first
+        otherwise. The same filters and columns as the list."""
+        query = table.grouped(table.parse(request.query_params))  # QueryError: 400 naming the parameter
+        page = self._table_page(request, query)
+        spellings = [c.spelling for c in query.columns]
         results = []
         for row in page.rows:
             cells = {name: {"mean": value, "std": std, "n": n} if column.is_metric else value
                      for name, column, (value, std, n) in zip(spellings, query.columns, row.cells, strict=True)}  # fmt: skip
-            members = [m.run for m in row.members]
-            results.append({"members": row.ids, "columns": cells,
-                            "runs": TableRunSerializer(members, many=True).data})  # fmt: skip
-        return paginator.get_paginated_response(results)
+            runs = TableRunSerializer([m.run for m in row.members], many=True).data
+            results.append({"members": row.ids, "columns": cells, "runs": runs})
+        return self.paginator.get_paginated_response(results)
 
     def get_serializer_class(self):
         # An action's own serializer_class (clone's body) is the view's for that action: keep it.

@@ -61,6 +61,17 @@ PAGE_SIZE = 50
 _PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
 _AT = re.compile(r"at([0-9]{1,10})")
 _PREFIX = re.compile(r"^(last|best|max|min|at[0-9]+|set|run):")
+# The rules the API schema states (GET /api/runs/), the same parse_column and parse_sort apply.
+_PATH_RULE = rf"[A-Za-z_][A-Za-z0-9_]{{0,99}}(\.[A-Za-z_][A-Za-z0-9_]{{0,99}}){{0,{MAX_DEPTH - 1}}}"
+_COLUMN_RULE = (rf"(last|best|max|min|at[0-9]{{1,10}}):[^\x00-\x1f]{{1,{run_sort.KEY_CHARS}}}|set:{_PATH_RULE}"
+                rf"|run:({'|'.join(RUN_FIELDS)})")  # fmt: skip
+COLUMN_PATTERN = rf"^({_COLUMN_RULE})$"
+# A column, or a bare metric key (run_sort's: no leading -) that does not read as one.
+SORT_PATTERN = (rf"^(-?({_COLUMN_RULE}|(?!(last|best|max|min|at[0-9]+|set|run):)[^-\x00-\x1f]"
+                rf"[^\x00-\x1f]{{0,{run_sort.KEY_CHARS - 1}}}))?$")  # fmt: skip
+_ID_RULE = r"[1-9][0-9]{0,17}"
+IDS_PATTERN = rf"^[ ,]*({_ID_RULE}[ ]*(,[ ,]*{_ID_RULE}[ ]*){{0,{MAX_IDS - 1}}})?[ ,]*$"
+TAG_PATTERN = rf"^[^\x00-\x1f]{{0,{RunTag.NAME_MAX}}}$"
 
 
 @dataclass(frozen=True)
@@ -126,8 +137,9 @@ def setting(path: str) -> KeyTransform:
 
 
 def parse_column(raw: str, name: str = COLUMN) -> Column:
-    """A Column from its spelling (see the module docstring); QueryError naming `name` otherwise."""
-    kind, sep, key = raw.strip().partition(":")
+    """A Column from its spelling (see the module docstring; taken as given, COLUMN_PATTERN states it); QueryError
+    naming `name` otherwise."""
+    kind, sep, key = raw.partition(":")
     if not sep or not key:
         raise QueryError(name, f"{raw!r}: a column is <kind>:<key>, e.g. last:reward/mean, best:eval/pass@1, "
                          "at100:reward/mean, set:optim.lr or run:created")  # fmt: skip
@@ -159,8 +171,8 @@ def _check_path(path: str, name: str) -> None:
 
 
 def parse_sort(raw: str | None) -> tuple[Column, bool] | None:
-    """The sort column and whether descending; a bare metric key (run_sort's `?sort=`) is its last value."""
-    raw = (raw or "").strip()
+    """The sort column and whether descending; a bare metric key (run_sort's `?sort=`) is its last value. Taken as
+    given (SORT_PATTERN states it)."""
     if not raw:
         return None
     descending = raw.startswith("-")
@@ -250,9 +262,10 @@ def _ids(params: Mapping[str, Any], name: str) -> list[int]:
     return list(dict.fromkeys(out))
 
 
-def _many(params: Mapping[str, Any], name: str) -> list[str]:
+def _many(params: Mapping[str, Any], name: str, strip: bool = True) -> list[str]:
+    """The non-blank values of a repeatable parameter (trimmed where `strip`)."""
     raws = params.getlist(name) if hasattr(params, "getlist") else [params.get(name)]
-    return [str(r).strip() for r in raws if r is not None and str(r).strip()]
+    return [str(r).strip() if strip else str(r) for r in raws if r is not None and str(r).strip()]
 
 
 @dataclass
@@ -288,32 +301,44 @@ class TableQuery:
 def parse(params: Mapping[str, Any]) -> TableQuery:
     """The TableQuery of a query string (a QueryDict, or a plain dict of single values)."""
     query = TableQuery()
-    for raw in _many(params, COLUMN):
+    asked = _many(params, COLUMN, strip=False)
+    if len(asked) > MAX_COLUMNS:
+        raise QueryError(COLUMN, f"at most {MAX_COLUMNS} columns")
+    for raw in asked:
         column = parse_column(raw)
         if column not in query.columns:
             query.columns.append(column)
     query.sort = parse_sort(params.get(SORT))
     if query.sort and query.sort[0] not in query.columns:
         query.columns.append(query.sort[0])  # a sorted column is shown
-    if len(query.columns) > MAX_COLUMNS:
-        raise QueryError(COLUMN, f"at most {MAX_COLUMNS} columns")
     for name in params:
         if name.startswith(SETTING_FILTER):
             for raw in _many(params, name):
                 query.settings.append(parse_setting_filter(name, raw))
     query.tags = _many(params, TAG)
     for tag in query.tags:
-        if len(tag) > RunTag.NAME_MAX:
-            raise QueryError(TAG, f"a tag is at most {RunTag.NAME_MAX} characters")
+        if len(tag) > RunTag.NAME_MAX or any(ord(c) < 32 for c in tag):
+            raise QueryError(TAG, f"a tag is at most {RunTag.NAME_MAX} characters, without control characters")
     query.experiments = _ids(params, EXPERIMENT)
     query.ids = _ids(params, IDS)
+    return query
+
+
+def parse_with_group(params: Mapping[str, Any]) -> TableQuery:
+    """parse, and ?group=seed (the page's checkbox; the API has groups/ of its own)."""
+    query = parse(params)
     group = (params.get(GROUP) or "").strip()
     if group not in ("", GROUP_SEED):
         raise QueryError(GROUP, f"the only grouping is group={GROUP_SEED}: runs whose settings differ only in "
                          f"{'.'.join(SEED_PATH)}")  # fmt: skip
-    query.group = group == GROUP_SEED
-    if query.group and query.sort and query.sort[0].is_seed:
+    return grouped(query) if group == GROUP_SEED else query
+
+
+def grouped(query: TableQuery) -> TableQuery:
+    """The query with its runs grouped by seed repeats; QueryError naming `sort` for a sort by the seed."""
+    if query.sort and query.sort[0].is_seed:
         raise QueryError(SORT, "a row of seed repeats holds several seeds: sort by another column")
+    query.group = True
     return query
 
 

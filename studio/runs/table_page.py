@@ -128,8 +128,9 @@ def context(request: HttpRequest, runs: QuerySet[Run], experiments: QuerySet[Exp
     kept = {name: request.GET[name] for name in KEPT if request.GET.get(name)}
     error = ""
     try:
-        query = table.parse(request.GET)
-        number = number_param(request.GET, "page", int) or 1
+        query = table.parse_with_group(request.GET)
+        number = number_param(request.GET, "page", int)
+        number = 1 if number is None else number
         if number < 1:
             raise QueryError("page", "must be 1 or more")
     except QueryError as exc:  # said above the table, which shows the runs newest first

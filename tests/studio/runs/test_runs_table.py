@@ -151,7 +151,7 @@ def by_members(groups: list[dict], runs) -> dict[frozenset, dict]:
 
 def test_seed_repeats_group_into_one_row_with_mean_std_and_n(api, alice, runs):
     api.force_authenticate(alice)
-    response = api.get("/api/runs/", {"group": "seed", "col": ["last:reward/mean", "best:reward/mean",
+    response = api.get("/api/runs/groups/", {"col": ["last:reward/mean", "best:reward/mean",
                                       "best:actor/loss", "set:optim.lr", "set:optim.seed"]})  # fmt: skip
     assert response.status_code == 200, response.json()
     body = response.json()
@@ -173,16 +173,16 @@ def test_seed_repeats_group_into_one_row_with_mean_std_and_n(api, alice, runs):
 
 def test_groups_sort_by_their_mean_and_page(api, alice, runs):
     api.force_authenticate(alice)
-    body = api.get("/api/runs/", {"group": "seed", "sort": "-last:reward/mean"}).json()
+    body = api.get("/api/runs/groups/", {"sort": "-last:reward/mean"}).json()
     assert [len(g["members"]) for g in body["results"]] == [3, 2, 1]  # 0.7, 0.3, none
-    body = api.get("/api/runs/", {"group": "seed", "sort": "last:reward/mean", "limit": 1, "offset": 1}).json()
+    body = api.get("/api/runs/groups/", {"sort": "last:reward/mean", "limit": 1, "offset": 1}).json()
     assert body["count"] == 3 and [len(g["members"]) for g in body["results"]] == [3]  # 0.3, [0.7], none
-    assert api.get("/api/runs/", {"group": "seed", "sort": "set:optim.seed"}).status_code == 400
+    assert api.get("/api/runs/groups/", {"sort": "set:optim.seed"}).status_code == 400
 
 
 def test_the_module_takes_any_queryset_of_runs(runs):
     """What a sweep's page does: the table over its trials, here a1, b1 and b2."""
-    query = table.parse({"col": "last:reward/mean", "sort": "-last:reward/mean", "group": "seed"})
+    query = table.grouped(table.parse({"col": "last:reward/mean", "sort": "-last:reward/mean"}))
     page = table.page(Run.objects.filter(name__in=["a1", "b1", "b2"]), query)
     assert [[r.run.name for r in row.members] for row in page.rows] == [["a1"], ["b1", "b2"]]  # 0.5, then 0.3
     assert page.rows[0].values == [pytest.approx(0.5)] and page.rows[0].spread == [None]  # one run: no spread
@@ -208,7 +208,6 @@ def test_the_module_takes_any_queryset_of_runs(runs):
         ({"experiment": "3,x"}, "experiment"),
         ({"ids": "-1"}, "ids"),
         ({"ids": "99999999999999999999"}, "ids"),
-        ({"group": "lr"}, "group"),
         ({"tag": "x" * 41}, "tag"),
     ],
 )
@@ -219,12 +218,16 @@ def test_bad_parameters_are_a_400_naming_the_parameter(api, alice, runs, params,
     assert field in response.json(), response.json()
 
 
-def test_the_page_says_a_bad_parameter_above_the_table(alice, runs):
+@pytest.mark.parametrize(("params", "said"), [({"col": "avg:reward/mean"}, "avg:reward/mean"),
+                                              ({"group": "lr"}, "the only grouping is group=seed"),
+                                              ({"page": "0"}, "page: must be 1 or more")])  # fmt: skip
+def test_the_page_says_a_bad_parameter_above_the_table(alice, runs, params, said):
     client = Client()
     client.force_login(alice)
-    response = client.get("/runs/", {"col": "avg:reward/mean"})
+    response = client.get("/runs/", params)
     assert response.status_code == 400
-    assert b"avg:reward/mean" in response.content and b"data-table-error" in response.content
+    text = response.content.decode()
+    assert said in text and "data-table-error" in text and ">a1</a>" in text  # the runs, newest first
 
 
 def _make_runs(team, alice, count: int, start: int) -> None:
@@ -247,6 +250,6 @@ def test_the_query_count_does_not_grow_with_the_rows(alice, team, runs, group):
         with CaptureQueriesContext(connection) as page_queries:
             assert client.get("/runs/", params).status_code == 200
         with CaptureQueriesContext(connection) as api_queries:
-            assert client.get("/api/runs/", params).status_code == 200
+            assert client.get("/api/runs/groups/" if group else "/api/runs/", params).status_code == 200
         counts.append((len(page_queries), len(api_queries)))
     assert counts[0] == counts[1], counts
