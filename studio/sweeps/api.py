@@ -109,6 +109,6 @@ class SweepViewSet(TeamScopedViewSet):
         trial = sweep.trials.filter(number=int(number)).first() if len(number) < 10 else None
         if trial is None:
             raise NotFound("no such trial in this sweep")
-        experiment = services.trial_experiment(trial, request.user)
+        experiment = services.trial_experiment(trial, request.user, self.get_serializer_context())
         return Response(ExperimentSerializer(experiment, context=self.get_serializer_context()).data,
                         status=status.HTTP_201_CREATED)  # fmt: skip

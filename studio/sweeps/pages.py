@@ -162,7 +162,7 @@ def trial_experiment(request: HttpRequest, pk: int, number: int) -> HttpResponse
         messages.error(request, f"Sweep {sweep.name!r} has no trial {number}.")
         return redirect("sweep", pk)
     try:
-        experiment = services.trial_experiment(trial, request.user)
+        experiment = services.trial_experiment(trial, request.user, serializer_context(request))
     except services.SweepRefused as exc:
         messages.error(request, f"Cannot make an experiment of trial {number}: {exc}")
         return redirect("sweep", pk)

@@ -78,8 +78,9 @@ def stop(sweep: Sweep) -> Sweep:
     return sweep
 
 
-def trial_experiment(trial: Trial, user) -> Experiment:
-    """A new experiment of the sweep's experiment with the trial's values, in the same team."""
+def trial_experiment(trial: Trial, user, context: dict[str, Any]) -> Experiment:
+    """A new experiment of the sweep's experiment with the trial's values, in the same team (`context`: the
+    request's serializer context, whose user the team field checks)."""
     source = trial.sweep.experiment
     payload = {
         "team": source.team_id, "dataset": source.dataset_id, "rubric": source.rubric_id,
@@ -88,7 +89,7 @@ def trial_experiment(trial: Trial, user) -> Experiment:
         "description": f"The values of trial {trial.number} of sweep {trial.sweep.name!r}: {driver.said(trial.values)}.",
         "config": specs.deep_merge(source.config, space.overrides(trial.values)),
     }  # fmt: skip
-    serializer = ExperimentSerializer(data=payload)
+    serializer = ExperimentSerializer(data=payload, context=context)
     if not serializer.is_valid():
         raise SweepRefused({k: "; ".join(map(str, v)) if isinstance(v, list) else str(v)
                             for k, v in serializer.errors.items()})  # fmt: skip

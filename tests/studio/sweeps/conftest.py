@@ -12,7 +12,7 @@ from studio.datasets.models import Dataset
 from studio.experiments.models import Experiment
 from studio.rubrics.models import Rubric
 from studio.sweeps import storage as sweep_storage
-from tests.studio.base import RUBRIC, ROWS, model_folder, write_jsonl
+from tests.studio.base import ROWS, RUBRIC, model_folder, write_jsonl
 
 SETTINGS = {"optim": {"total_steps": 3}, "validation": {"holdout_fraction": 0.5, "every_n_steps": 1}}
 LR_AND_GROUP = [{"name": "optim.lr", "kind": "float", "low": 1e-6, "high": 1e-2, "log": True},
