@@ -11,17 +11,19 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 
 from studio.accounts import permissions as perms
 from studio.datasets.models import Dataset
 from studio.experiments import specs
-from studio.lib.api_schema import SHARE, id_parameter, partial_run_spec
+from studio.lib.api_schema import ERROR_404, SHARE, id_parameter, int_parameter, partial_run_spec
 from studio.lib.params import QueryError, number_param
 from studio.lib.team_api import query_id
 from studio.runs import api_docs as docs
 from studio.runs import (
+    bands,
     episodes,
     exports,
     html_report,
@@ -36,6 +38,7 @@ from studio.runs import (
     usage,
 )
 from studio.runs.access import readable_run
+from studio.runs.downsample import DEFAULT_POINTS, MAX_POINTS
 from studio.runs.models import (
     KINDS,
     RUN_ACTIONS,
@@ -247,6 +250,26 @@ TABLE_PARAMETERS = [
 ]  # fmt: skip
 SETTING_FILTERS = ("Settings filter as ?set.<dotted path>=<value> (?set.optim.lr=1e-4: equal to a number, "
                    "true/false/null or text) or =<low>..<high> (?set.optim.lr=1e-5..1e-3, either end may be left out).")  # fmt: skip
+BAND = inline_serializer("MetricBand", {
+    name: serializers.ListField(child=serializers.FloatField(allow_null=True), help_text=text) for name, text in (
+        ("step", "Each point's step (a bucket's first)."), ("mean", "The runs' mean there."),
+        ("std", "Their sample std (null under two values)."), ("min", "The lowest value."), ("max", "The highest."),
+        ("n", "How many of the runs reported it."))
+})  # fmt: skip
+MAX_BAND_RUNS = 50
+
+
+def _band_parameters() -> list[OpenApiParameter]:
+    return [
+        OpenApiParameter(table.IDS, {"type": "string", "pattern": table.IDS_PATTERN}, required=True,
+                         description=f"The runs, ids separated by commas (1 to {MAX_BAND_RUNS})."),
+        OpenApiParameter("key", {"type": "string", "pattern": rf"^[^\x00-\x1f]{{1,{run_sort.KEY_CHARS}}}$"},
+                         required=True, description="The metric key, e.g. reward/mean."),
+        int_parameter("points", f"Buckets of whole steps, 1 to {MAX_POINTS} (default {DEFAULT_POINTS}).", 1,
+                      MAX_POINTS),
+    ]  # fmt: skip
+
+
 GROUP_PAGE = inline_serializer("RunGroupPage", {
     "count": serializers.IntegerField(), "next": serializers.CharField(allow_null=True),
     "previous": serializers.CharField(allow_null=True),
@@ -324,6 +347,25 @@ class RunViewSet(ShareViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixi
         run = self.get_object()
         perms.check(self.request.user, run, perms.EDIT)
         return run
+
+    @extend_schema(parameters=_band_parameters(), responses={200: BAND, 404: ERROR_404})
+    @action(detail=False, methods=["get"])
+    def band(self, request):
+        """One metric of several runs (seed repeats) as a band: per step their mean, sample std, min, max and n
+        (the compare page draws a seed group so). 404 when any run is not one the user may see."""
+        params = request.query_params
+        ids = table.ids_param(params, table.IDS)  # QueryError: 400 naming ids
+        if not 1 <= len(ids) <= MAX_BAND_RUNS:
+            raise QueryError(table.IDS, f"name 1 to {MAX_BAND_RUNS} runs")
+        key = params.get("key") or ""
+        if not 1 <= len(key) <= run_sort.KEY_CHARS or any(ord(c) < 32 for c in key):
+            raise QueryError("key", f"a metric key is 1 to {run_sort.KEY_CHARS} characters without control characters")
+        points = number_param(params, "points", int)
+        if points is not None and not 1 <= points <= MAX_POINTS:
+            raise QueryError("points", f"must be between 1 and {MAX_POINTS}")
+        if perms.visible(Run.objects.filter(pk__in=ids), request.user).count() != len(ids):
+            raise NotFound("not found")  # one of them is not the user's to see: as if none existed
+        return Response(bands.band(ids, key, DEFAULT_POINTS if points is None else points))
 
     @extend_schema(request=TagsSerializer, responses={200: TagsSerializer})
     @action(detail=True, methods=["post"], serializer_class=TagsSerializer)

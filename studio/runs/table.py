@@ -245,7 +245,7 @@ def parse_setting_filter(name: str, raw: str) -> SettingFilter:
     return SettingFilter(path, low=ends[0], high=ends[1], is_range=True)
 
 
-def _ids(params: Mapping[str, Any], name: str) -> list[int]:
+def ids_param(params: Mapping[str, Any], name: str) -> list[int]:
     """Ids from repeated and comma-separated values of `name`; QueryError naming it for anything else."""
     raws = params.getlist(name) if hasattr(params, "getlist") else [params.get(name) or ""]
     out = []
@@ -319,8 +319,8 @@ def parse(params: Mapping[str, Any]) -> TableQuery:
     for tag in query.tags:
         if len(tag) > RunTag.NAME_MAX or any(ord(c) < 32 for c in tag):
             raise QueryError(TAG, f"a tag is at most {RunTag.NAME_MAX} characters, without control characters")
-    query.experiments = _ids(params, EXPERIMENT)
-    query.ids = _ids(params, IDS)
+    query.experiments = ids_param(params, EXPERIMENT)
+    query.ids = ids_param(params, IDS)
     return query
 
 

@@ -29,6 +29,7 @@ from studio.lib.fields import IdField
 from studio.lib.params import as_id
 from studio.runs.access import readable_run, viewable_run
 from studio.runs.models import Rollout, Run
+from studio.runs.table import seed_groups
 from studio.sharing.compare import differences
 from studio.sharing.models import TAG_MAX, TEXT_MAX, Note, ShareLink, notes_changed
 from studio.sharing.share_view import ShareViewMixin
@@ -81,6 +82,8 @@ COMPARED = inline_serializer("Comparison", {
         "path": serializers.CharField(help_text='A dotted setting, e.g. "optim.lr".'),
         "values": serializers.ListField(child=serializers.JSONField(), help_text="Each run's value, in order."),
     }), help_text="The settings where the runs differ."),
+    "groups": serializers.ListField(child=serializers.ListField(child=serializers.IntegerField()),
+                                    help_text="The runs' ids by settings without optim.seed: seed repeats together."),
 })  # fmt: skip
 RUN_ID = id_parameter("run_id", "The run.", OpenApiParameter.PATH)
 
@@ -227,6 +230,5 @@ class CompareView(APIView):
             if run is None:
                 raise Http404(f"run {run_id} not found")
             runs.append(run)
-        return Response(
-            {"runs": [run.summary() for run in runs], "differences": differences([run.spec for run in runs])}
-        )
+        return Response({"runs": [run.summary() for run in runs], "differences": differences([run.spec for run in runs]),
+                         "groups": seed_groups(runs)})  # fmt: skip

@@ -162,7 +162,9 @@ def test_seed_repeats_group_into_one_row_with_mean_std_and_n(api, alice, runs):
     assert a["last:reward/mean"]["mean"] == pytest.approx(0.7) and a["last:reward/mean"]["n"] == 3
     assert a["last:reward/mean"]["std"] == pytest.approx(0.2)
     assert a["best:reward/mean"]["mean"] == pytest.approx((0.5 + 0.9 + 0.9) / 3)
-    assert a["best:reward/mean"]["std"] == pytest.approx(math.sqrt(((0.5 - 23 / 30) ** 2 + 2 * (0.9 - 23 / 30) ** 2) / 2))
+    assert a["best:reward/mean"]["std"] == pytest.approx(
+        math.sqrt(((0.5 - 23 / 30) ** 2 + 2 * (0.9 - 23 / 30) ** 2) / 2)
+    )
     assert a["best:actor/loss"]["mean"] == pytest.approx((1.0 + 0.5 + 0.25) / 3)
     assert a["set:optim.lr"] == 1e-3 and a["set:optim.seed"] == [1, 2, 3]
     b = groups[frozenset({"b1", "b2"})]["columns"]["last:reward/mean"]
@@ -201,7 +203,12 @@ def test_the_module_takes_any_queryset_of_runs(runs):
         ({"sort": "--reward/mean"}, "sort"),
         ({"sort": "set:"}, "sort"),
         ({"set.optim.lr": "1e-3..x"}, "set.optim.lr"),
-        ({"set.optim.lr": "..", }, "set.optim.lr"),
+        (
+            {
+                "set.optim.lr": "..",
+            },
+            "set.optim.lr",
+        ),
         ({"set.optim.lr": "1..0"}, "set.optim.lr"),
         ({"set.optim.lr": "nan..1"}, "set.optim.lr"),
         ({"set.": "1"}, "set."),
@@ -253,3 +260,33 @@ def test_the_query_count_does_not_grow_with_the_rows(alice, team, runs, group):
             assert client.get("/api/runs/groups/" if group else "/api/runs/", params).status_code == 200
         counts.append((len(page_queries), len(api_queries)))
     assert counts[0] == counts[1], counts
+
+
+def test_a_seed_group_s_band_per_step_checked_by_hand(api, carol, charlie, runs):
+    """Group a at step 1: 0.1, 0.3, 0.2 (mean 0.2, sample std 0.1); step 2: 0.5, 0.9, 0.6; step 3: 0.5, 0.7, 0.9."""
+    api.force_authenticate(carol)  # a viewer reads it
+    ids = ",".join(str(runs[n].pk) for n in ("a1", "a2", "a3"))
+    body = api.get("/api/runs/band/", {"ids": ids, "key": REWARD}).json()
+    assert body["step"] == [1, 2, 3] and body["n"] == [3, 3, 3]
+    assert body["mean"] == pytest.approx([0.2, 2.0 / 3, 0.7])
+    assert body["std"] == pytest.approx(
+        [0.1, math.sqrt(((0.5 - 2 / 3) ** 2 + (0.9 - 2 / 3) ** 2 + (0.6 - 2 / 3) ** 2) / 2), 0.2]
+    )
+    assert body["min"] == pytest.approx([0.1, 0.5, 0.5]) and body["max"] == pytest.approx([0.3, 0.9, 0.9])
+    one = api.get("/api/runs/band/", {"ids": ids, "key": REWARD, "points": 1}).json()  # one bucket of all 9 points
+    assert one["step"] == [1] and one["mean"] == pytest.approx([sum([0.1, 0.5, 0.5, 0.3, 0.9, 0.7, 0.2, 0.6, 0.9]) / 9])
+    outsider = Run.objects.get(name="outsider").pk
+    assert api.get("/api/runs/band/", {"ids": f"{ids},{outsider}", "key": REWARD}).status_code == 404
+    api.force_authenticate(charlie)
+    assert api.get("/api/runs/band/", {"ids": ids, "key": REWARD}).status_code == 404
+    for bad in ({"ids": "", "key": REWARD}, {"ids": ids}, {"ids": ids, "key": REWARD, "points": 0}):
+        assert api.get("/api/runs/band/", bad).status_code == 400
+
+
+def test_compare_names_the_seed_groups_and_only_the_settings_that_differ(api, alice, runs):
+    api.force_authenticate(alice)
+    chosen = [runs[n].pk for n in ("a1", "b1", "a2", "a3")]
+    body = api.get("/api/compare/", {"runs": ",".join(map(str, chosen))}).json()
+    assert body["groups"] == [[runs["a1"].pk, runs["a2"].pk, runs["a3"].pk], [runs["b1"].pk]]
+    assert {d["path"]: d["values"] for d in body["differences"]} == {"optim.lr": [1e-3, 1e-4, 1e-3, 1e-3],
+                                                                     "optim.seed": [1, 1, 2, 3]}  # fmt: skip
