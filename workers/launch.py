@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import transaction
 
 from studio.fleet import fairness, leases, quotas
+from studio.fleet.models import TeamQuota
 from studio.fleet.queues import task_queue
 from studio.runs import lifecycle, placement
 from studio.runs.models import QUEUED, Run
@@ -94,7 +95,8 @@ def claim_fairly(run: Run, worker: str) -> tuple[Run, list[str]] | None:
         known = refused.get((candidate.team_id, need.gpus)) or no_gpus.get(need)
         outcome = known if known is not None else _attempt(candidate, worker, pool, need)
         if isinstance(outcome, list):
-            if candidate.pk != run.pk and Run.objects.filter(pk=run.pk, state=QUEUED).exists():
+            if candidate.pk != run.pk and own is None and Run.objects.filter(pk=run.pk, state=QUEUED).exists():
+                _note_limits(run, need_of(run, pool))
                 lifecycle.enqueue(run)  # its message started another run: it gets a new one
             return candidate, outcome
         if isinstance(outcome, Waits):
@@ -108,6 +110,14 @@ def claim_fairly(run: Run, worker: str) -> tuple[Run, list[str]] | None:
     if own is None:
         return None  # not queued any more: its message has nothing left to do
     raise GpusBusy(f"run {run.pk} waits on {worker}: {own.words}")
+
+
+def _note_limits(run: Run, need: Need) -> None:
+    """Say on `run`, which was not tried because a fairer run started in its place, whether its team's limits
+    hold it anyway (read without the lock: it only words what the run's own next try decides)."""
+    quota = TeamQuota.objects.select_related("team").filter(team_id=run.team_id).first()
+    if reason := quotas.refusal(quota, need.gpus if need.count else 0.0):
+        lifecycle.note_waiting(run.pk, quotas.WAITING + reason)
 
 
 def _attempt(run: Run, worker: str, pool: gpu.PoolGpus, need: Need) -> list[str] | Waits | None:

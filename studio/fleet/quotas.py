@@ -21,7 +21,7 @@ clears what the team's waiting runs said (`limits_changed`), so their pages give
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
@@ -55,7 +55,7 @@ def gpu_hours_used(team: Team, since: datetime) -> float:
 
 def day_start(now: datetime | None = None) -> datetime:
     now = timezone.now() if now is None else now
-    return now.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+    return now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 def month_start(now: datetime | None = None) -> datetime:
@@ -71,9 +71,10 @@ def _gpus(value: float) -> str:
     return f"{_n(value)} GPU{'' if abs(value - 1) < EPSILON else 's'}"
 
 
-def refusal(quota: TeamQuota | None, gpus_needed: float = 0.0) -> str:
+def refusal(quota: TeamQuota | None, gpus_needed: float = 0.0, now: datetime | None = None) -> str:
     """Why the team of `quota` may not start a run that leases `gpus_needed` GPUs now, in words; "" when it may.
-    Reads the team's running runs, its GPU leases and, where a GPU-hours limit is set, its usage."""
+    Reads the team's running runs, its GPU leases and, where a GPU-hours limit is set, its usage (the day and
+    the month of `now`, default now)."""
     if quota is None or quota.is_unlimited:
         return ""
     name = quota.team.name
@@ -94,8 +95,8 @@ def refusal(quota: TeamQuota | None, gpus_needed: float = 0.0) -> str:
             need = "" if held >= quota.max_gpus - EPSILON else f"; this run needs {_gpus(gpus_needed)}"
             return f"team {name} has {_n(held)} of its {_gpus(quota.max_gpus)} in use{need}"
     for limit, since, when, again in (
-        (quota.gpu_hours_per_day, day_start(), "today", "at 00:00 UTC"),
-        (quota.gpu_hours_per_month, month_start(), "this month", "on the 1st (UTC)"),
+        (quota.gpu_hours_per_day, day_start(now), "today", "at 00:00 UTC"),
+        (quota.gpu_hours_per_month, month_start(now), "this month", "on the 1st (UTC)"),
     ):
         if limit is not None and (used := gpu_hours_used(quota.team, since)) >= limit - EPSILON:
             return (f"team {name} has used {_n(used)} of its {_n(limit)} GPU-hours {when} (UTC); "
@@ -128,7 +129,7 @@ class Limit:
         return {"name": self.name, "limit": self.limit, "used": round(self.used, 4), "words": self.words}
 
 
-def summary(team: Team) -> list[Limit]:
+def summary(team: Team, now: datetime | None = None) -> list[Limit]:
     """Each limit of the team with what it uses now; the GPU-hours read studio.runs.usage only when limited."""
     quota = TeamQuota.objects.filter(team=team).first() or TeamQuota(team=team)
     team_id = team.pk
@@ -138,8 +139,8 @@ def summary(team: Team) -> list[Limit]:
         Limit("max_gpus", quota.max_gpus, gpus, _of(_n(gpus), quota.max_gpus, "GPUs in use")),
     ]
     for name, limit, since, when in (
-        ("gpu_hours_per_day", quota.gpu_hours_per_day, day_start(), "today"),
-        ("gpu_hours_per_month", quota.gpu_hours_per_month, month_start(), "this month"),
+        ("gpu_hours_per_day", quota.gpu_hours_per_day, day_start(now), "today"),
+        ("gpu_hours_per_month", quota.gpu_hours_per_month, month_start(now), "this month"),
     ):
         if limit is None:
             rows.append(Limit(name, None, 0.0, f"no limit on GPU-hours {when}"))
