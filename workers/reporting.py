@@ -19,10 +19,10 @@ from typing import Any
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 
-from studio.runs import events, reports
+from studio.runs import events, reports, usage
 from studio.runs.models import RUNNING, Run, RunEvent
 from studio.runs.reports import version_spans, without_nul  # noqa: F401 - version_spans: tests import it from here
-from trainers.report import STOP_NOW, Rollout
+from trainers.report import STOP_NOW, TOKENS_GENERATED, TOKENS_TRAINED, Rollout
 from workers.outages import database_unreachable, drop_connection
 
 log = logging.getLogger(__name__)
@@ -80,9 +80,14 @@ class DatabaseReporter:
         # (items, rows, events) of the pending batch whose COMMIT failed: written or not, the next try finds out
         self.unconfirmed: tuple[int, int, list[dict[str, Any]]] | None = None
         self.warn_rows = PENDING_WARN_ROWS
+        # What this attempt uses (workers.tasks starts it when the run's devices are claimed): written with
+        # every batch, so a running run shows its usage, and final when the attempt ends. None: not metered.
+        self.meter: UsageMeter | None = None
 
     # --- Reporter protocol -------------------------------------------------------------
     def metrics(self, step: int, values: dict[str, float]) -> None:
+        if self.meter is not None:
+            self.meter.observe(values)
         self._add("metrics", step, {k: float(v) for k, v in values.items()}, len(values))
 
     def rollouts(self, step: int, rollouts: list[Rollout]) -> None:
@@ -183,6 +188,8 @@ class DatabaseReporter:
                     return
                 items = [self._write(kind, step, payload) for kind, step, payload in self.pending[:count]]
                 messages = events.record(self.run_id, [i for i in items if i is not None], last_step=self.last_step)
+                if self.meter is not None:  # with the batch: the usage shown never lags the steps shown
+                    self.meter.write(final=False)
         except Exception as exc:
             if not database_unreachable(exc):
                 self._forget(count, rows)  # a bad value: the batch would fail again; dropped, as always
@@ -237,6 +244,41 @@ class DatabaseReporter:
         """Write the rows behind one reported item; returns its event (None: it has none). The one
         writer of those rows (studio.runs.reports), which the ingest API uses too."""
         return reports.write(self.run_id, kind, step, payload)
+
+
+class UsageMeter:
+    """One attempt's usage as its worker sees it (studio.runs.usage): each of its processes (`procs`, from the
+    run's placement and the GPUs it leased) on its device from when the worker claimed them, and the tokens
+    its step metrics count (the trainer reports the step's sums over processes). Wall time, not busy time: a
+    device the run holds is used by it, loading the model and checkpointing included."""
+
+    def __init__(self, run_id: int, attempt: int, procs: list[dict[str, Any]], started: float | None = None) -> None:
+        self.run_id = run_id
+        self.attempt = attempt
+        self.procs = procs
+        self.started = time.monotonic() if started is None else started
+        self.tokens_generated = 0
+        self.tokens_trained = 0
+        self.ended: float | None = None
+
+    def observe(self, values: dict[str, float]) -> None:
+        """Add a step's token counts (its metrics; a metrics report without them adds nothing)."""
+        self.tokens_generated += round(float(values.get(TOKENS_GENERATED, 0.0)))
+        self.tokens_trained += round(float(values.get(TOKENS_TRAINED, 0.0)))
+        if "perf/gpu_mem_peak_gb" in values:  # reported only on CUDA: a Ray run's processes are on GPUs
+            self.procs = [{**p, "device": usage.RAY_GPU} if p["device"] == usage.RAY_DEVICE else p for p in self.procs]
+
+    @property
+    def seconds(self) -> float:
+        """Wall time of each process so far (up to the end, once ended)."""
+        return (self.ended if self.ended is not None else time.monotonic()) - self.started
+
+    def write(self, final: bool) -> None:
+        """Record the attempt's usage so far on the run; `final`: the attempt has ended (its clock stops)."""
+        if final and self.ended is None:
+            self.ended = time.monotonic()
+        usage.record(self.run_id, self.attempt, self.procs, self.seconds, tokens_generated=self.tokens_generated,
+                     tokens_trained=self.tokens_trained, final=final)  # fmt: skip
 
 
 class CancelCheck:

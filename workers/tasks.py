@@ -34,13 +34,13 @@ from studio.accounts.models import Team
 from studio.celery import SCORING_STATE, TRYING_STATE
 from studio.experiments import paths
 from studio.fleet import leases
-from studio.runs import lifecycle, placement
+from studio.runs import lifecycle, placement, usage
 from studio.runs.models import CANCELLED, FAILED, INTERRUPTED, SUCCEEDED, Run
 from trainers.report import PlainFailure, failure_detail
 from trainers.scale import memory_share
 from workers import launch, mirroring, provenance
 from workers.outages import database_unreachable, drop_connection
-from workers.reporting import CancelCheck, DatabaseReporter
+from workers.reporting import CancelCheck, DatabaseReporter, UsageMeter
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +184,10 @@ def execute_run(run_id: int, worker: str) -> str:
     # The attempt this task runs: a restart begins a newer one, and this one then stops and ends nothing.
     check = CancelCheck(run_id, attempt=run.restarts)
     reporter = DatabaseReporter(run_id, attempt=run.restarts)
+    # Its devices are its from here (claimed, leased) until it ends: what its usage counts.
+    reporter.meter = UsageMeter(
+        run_id, run.restarts, usage.processes(run.spec, run.kind, devices, leases.part_of(run_id))
+    )
     reporter.stop_check = check  # its worker's shutdown is logged as that, not as a cancel
     # Trackers the run mirrors to (studio.tracking): fed off the training thread, never waited for.
     mirror = mirroring.start(run)
@@ -223,6 +227,7 @@ def _execute(run: Run, devices: list[str], reporter: DatabaseReporter, check: Ca
             result = train(spec, reporter, check)
         reported = False
         reporter.flush()
+        _final_usage(reporter)
         detail = getattr(result, "detail", "") or f"{result.status}"
         if result.status == "cancelled" and check.interrupted:
             where = f"; checkpoint {result.checkpoint}" if getattr(result, "checkpoint", None) else ""
@@ -250,8 +255,20 @@ def _execute(run: Run, devices: list[str], reporter: DatabaseReporter, check: Ca
         # alone; the traceback is in the log either way.
         detail = failure_detail(exc) + disk_full_note(Path(settings.DATA_DIR) / "runs" / str(run_id))
         error = detail if isinstance(exc, PlainFailure) else _failure_text(detail, reporter)
+        _final_usage(reporter)
         lifecycle.finish(run_id, FAILED, error=error, attempt=attempt)
         return FAILED
+
+
+def _final_usage(reporter: DatabaseReporter) -> None:
+    """The attempt's usage, final, before the run ends (the page that shows it ended shows it whole). A run
+    ends whatever happens here: the usage written with its last batch stays."""
+    if reporter.meter is None:
+        return
+    try:
+        reporter.meter.write(final=True)
+    except Exception:  # noqa: BLE001 - the database may be away; the run must still end
+        log.exception("run %s: could not write its final usage", reporter.run_id)
 
 
 DISK_NEARLY_FULL_BYTES = 64 * 1024 * 1024

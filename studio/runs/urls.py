@@ -1,6 +1,6 @@
 from django.urls import path
 
-from studio.runs import pages
+from studio.runs import pages, usage_views
 from studio.runs.metrics import RunMetricsView
 from studio.runs.plotly import plotly_js
 
@@ -10,5 +10,7 @@ urlpatterns = [
     path("runs/<int:run_id>/prompts/", pages.run_prompts_page, name="run-prompts"),
     path("runs/<int:run_id>/tags/", pages.run_tags, name="run-tags"),
     path("api/runs/<int:run_id>/metrics/", RunMetricsView.as_view(), name="run-metrics"),
+    path("teams/<int:team_id>/usage/", usage_views.team_usage_page, name="team-usage"),
+    path("api/teams/<int:team_id>/usage/", usage_views.TeamUsageView.as_view(), name="api-team-usage"),
     path("static-vendor/plotly.min.js", plotly_js, name="plotly-js"),
 ]

@@ -29,27 +29,33 @@ from studio.runs import placement
 from studio.runs.models import RUNNING, Run
 
 CPU = "cpu"
-# The step metrics the worker sums into a run's tokens (trainers.run.step_metrics: counts over the whole step,
-# summed over processes, not averaged: trainers.scale.distributed.mean_over_processes).
-TOKENS_GENERATED_KEY, TOKENS_TRAINED_KEY = "tokens/generated", "tokens/trained"
+# A Ray run's processes, placed by its cluster: on GPUs where the cluster has them (trainers.scale.ray_cluster),
+# as the worker learns from the first step's metrics (workers.reporting.UsageMeter); CPU processes until then.
+RAY_DEVICE, RAY_GPU = "cpu (Ray)", "gpu (Ray)"
 TOTAL_FIELDS = ("device_seconds", "gpu_seconds", "tokens_generated", "tokens_trained")
 
 
-def processes(spec: dict[str, Any], kind: str, devices: list[str]) -> list[dict[str, Any]]:
-    """The run's processes and the device each holds, as its placement starts them: [{rank, device}]. `devices`:
-    the GPUs its worker leased ([] on a machine without GPUs: CPU processes). A Ray run's processes are placed by
-    its cluster, one GPU each (trainers.scale.ray_cluster asks Ray for one per process)."""
+def processes(spec: dict[str, Any], kind: str, devices: list[str], part: float | None = None) -> list[dict[str, Any]]:
+    """The run's processes and the device each holds, as its placement starts them: [{rank, device}], with
+    `share` where the process holds `part` of a shared GPU (studio.fleet.leases.part_of: 1/4 on a worker with
+    STUDIO_GPU_SHARE=4), which its seconds count for. `devices`: the GPUs its worker leased ([] on a machine
+    without GPUs: CPU processes). A Ray run's processes are placed by its cluster (RAY_DEVICE until its metrics
+    say they are on GPUs)."""
     how = placement.launcher(spec, kind)
     per_node, nodes = placement.processes(spec)
     if how == placement.RAY:
-        return [{"rank": r, "device": "gpu (Ray)"} for r in range(per_node * nodes)]
+        return [{"rank": r, "device": RAY_DEVICE} for r in range(per_node * nodes)]
     count = per_node if how == placement.TORCHRUN else 1
-    return [{"rank": r, "device": f"gpu {devices[r]}" if r < len(devices) else CPU} for r in range(count)]
+    procs = [{"rank": r, "device": f"gpu {devices[r]}" if r < len(devices) else CPU} for r in range(count)]
+    if part is not None:
+        procs = [{**p, "share": part} if is_gpu(p["device"]) else p for p in procs]
+    return procs
 
 
 def record(run_id: int, attempt: int, procs: list[dict[str, Any]], seconds: float, *, tokens_generated: int,
            tokens_trained: int, final: bool) -> None:  # fmt: skip
-    """Write attempt `attempt`'s usage so far: each of `procs` ran `seconds` of wall time on its device, and its
+    """Write attempt `attempt`'s usage so far: each of `procs` ran `seconds` of wall time on its device (its
+    `share` of it where it holds part of a shared GPU), and its
     step metrics counted these tokens; the run's totals become the sums over its attempts. `final`: the attempt
     has ended (a later write of it is ignored, so a process that hung and goes on cannot add to it)."""
     entry = {
@@ -59,8 +65,9 @@ def record(run_id: int, attempt: int, procs: list[dict[str, Any]], seconds: floa
         "final": bool(final),
         "at": timezone.now().isoformat(),
     }
-    entry["device_seconds"] = sum(p["seconds"] for p in entry["processes"])
-    entry["gpu_seconds"] = sum(p["seconds"] for p in entry["processes"] if p["device"] != CPU)
+    held = [(p["seconds"] * float(p.get("share", 1.0)), is_gpu(p["device"])) for p in entry["processes"]]
+    entry["device_seconds"] = sum(s for s, _ in held)
+    entry["gpu_seconds"] = sum(s for s, gpu in held if gpu)
     with transaction.atomic():
         run = Run.objects.select_for_update().only("usage").filter(pk=run_id).first()
         if run is None:
@@ -71,6 +78,11 @@ def record(run_id: int, attempt: int, procs: list[dict[str, Any]], seconds: floa
             return
         attempts[str(attempt)] = entry
         Run.objects.filter(pk=run_id).update(usage={**usage, "attempts": attempts}, **sums(attempts))
+
+
+def is_gpu(device: str) -> bool:
+    """Whether a process's device (as `processes` names it) is a GPU."""
+    return device.startswith("gpu")
 
 
 def sums(attempts: dict[str, dict[str, Any]]) -> dict[str, float | int]:
@@ -108,8 +120,9 @@ def gpu_seconds_used(team: Team, since: datetime) -> float:
                     total += float(entry.get("gpu_seconds", 0.0))
         if state == RUNNING:
             running[run_id] = attempt
-    for taken in GpuLease.objects.filter(run_id__in=running, run__state=RUNNING).values_list("taken", flat=True):
-        total += max(0.0, (now - max(taken, since)).total_seconds())
+    held = GpuLease.objects.filter(run_id__in=running, run__state=RUNNING).values_list("taken", "shares")
+    for taken, shares in held:  # a share of a shared GPU counts its part of the GPU's time
+        total += max(0.0, (now - max(taken, since)).total_seconds()) / max(1, shares)
     return total
 
 

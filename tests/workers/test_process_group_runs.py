@@ -7,6 +7,7 @@ killed, and a run cancelled, from outside, as a person (or the kernel) would."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.passes import first_pass_only
+from tests.workers.usage_checks import check_usage
 from tests.workers.worker_studio import Studio, gone, studio_with_worker
 
 pytestmark = first_pass_only
@@ -50,6 +52,23 @@ def test_a_two_process_run_trains_to_the_end_reports_once_and_checkpoints(studio
     assert set(rank_pids(studio, run_id)) == {0, 1}
     steps = studio.query("SELECT DISTINCT step FROM runs_rollout WHERE run_id = ? ORDER BY step", run_id)
     assert steps == [(1,), (2,), (3,)]
+    check_usage(**usage_facts(studio, run_id), processes=2)  # its two CPU processes' seconds and tokens (issue 41)
+
+
+def usage_facts(studio: Studio, run_id: int) -> dict:
+    """The run's recorded usage, its times, each step's metrics and its training rollouts' tokens, from the
+    worker's database (for tests.workers.usage_checks.check_usage)."""
+    [(usage, device_s, gpu_s, generated, trained, started, finished)] = studio.query(
+        "SELECT usage, device_seconds, gpu_seconds, tokens_generated, tokens_trained, started, finished "
+        "FROM runs_run WHERE id = ?", run_id)  # fmt: skip
+    steps: dict[int, dict[str, float]] = {}
+    for step, key, value in studio.query("SELECT step, key, value FROM runs_metricpoint WHERE run_id = ?", run_id):
+        steps.setdefault(step, {})[key] = value
+    [(tokens,)] = studio.query("SELECT SUM(num_tokens) FROM runs_rollout WHERE run_id = ? AND split = 'train'", run_id)
+    recorded = {**json.loads(usage), "device_seconds": device_s, "gpu_seconds": gpu_s, "tokens_generated": generated,
+                "tokens_trained": trained}  # fmt: skip
+    return {"usage": recorded, "started": started, "finished": finished,
+            "step_metrics": [steps[s] for s in sorted(steps)], "rollout_tokens": tokens}  # fmt: skip
 
 
 @pytest.mark.timeout(110)

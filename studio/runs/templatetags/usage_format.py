@@ -1,0 +1,43 @@
+"""How usage reads on the pages (studio.runs.usage): device time in hours (seconds below a minute), token counts
+with separators, a cost with its currency; "—" where there is nothing to show."""
+
+from __future__ import annotations
+
+from django import template
+
+from studio.runs import usage
+
+register = template.Library()
+DASH = "—"
+
+
+@register.filter
+def device_time(seconds: float | None) -> str:
+    """12.5 → "12.5 s", 5400 → "1.50 h"; minutes between."""
+    if seconds is None:
+        return DASH
+    seconds = float(seconds)
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:,.2f} h"
+
+
+@register.filter
+def tokens(count: int | None) -> str:
+    return DASH if count is None else f"{int(count):,}"
+
+
+@register.filter
+def money(cost: float | None, currency: str | None) -> str:
+    """A cost as "12.34 USD" (four decimals below one unit: a tiny run's cents still show); "—" when unpriced."""
+    if cost is None or not currency:
+        return DASH
+    return f"{cost:,.4f} {currency}" if cost < 1 else f"{cost:,.2f} {currency}"
+
+
+@register.inclusion_tag("runs/run_usage.html")
+def run_usage(run) -> dict:
+    """The run page's usage line (members only: the page leaves it out for a share link's reader)."""
+    return {"usage": usage.of_run(run), "run": run}
