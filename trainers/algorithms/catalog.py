@@ -68,4 +68,7 @@ DISTILL_SIGNALS: dict[str, str] = {
     "reverse_kl": "Per-token reverse KL of the student's sampled token against the teacher, log pi_student - "
     "log pi_teacher (on-policy distillation: GKD, Thinking Machines, Tinker, TRL); the advantage gains "
     "-distill_coef times it on that token.",
+    "reverse_kl_centered": "The reverse KL less its mean over the step's scored tokens (a constant baseline: the "
+    "same expected gradient, less variance where the student is far from its teacher and every token's KL is "
+    "large); the metrics still show the plain reverse KL.",
 }

@@ -11,10 +11,12 @@ models' logits.
 
 Every entry of `DISTILL_SIGNALS` has the one signature::
 
-    fn(student_logp, teacher_logp) -> signal
+    fn(student_logp, teacher_logp, mask) -> signal
         student_logp, teacher_logp (B, T) float: log-probabilities of the sampled tokens under the student
-        (the policy that sampled them) and the teacher; signal (B, T), the per-token divergence estimate
-        (masked by the caller).
+        (the policy that sampled them) and the teacher; mask (B, T) 1 on the tokens a teacher scored;
+        signal (B, T), the per-token term the advantage gains -coef times (0 off the mask).
+
+The metrics and the inspector always show the plain reverse KL (`reverse_kl`), whichever signal trains.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from trainers.algorithms.masked import zero_masked
+from trainers.algorithms.masked import masked_mean, zero_masked
 from trainers.registry import Registry
 
 DistillFn = Callable[[Tensor, Tensor], Tensor]
@@ -33,10 +35,19 @@ DISTILL_SIGNALS: Registry[DistillFn] = Registry("distillation signal")
 
 
 @DISTILL_SIGNALS.register("reverse_kl")
-def reverse_kl(student_logp: Tensor, teacher_logp: Tensor) -> Tensor:
+def reverse_kl(student_logp: Tensor, teacher_logp: Tensor, mask: Tensor) -> Tensor:
     """(B, T) log pi_student(y_t) - log pi_teacher(y_t): positive where the student puts more mass on its
     sample than the teacher would, 0 where they agree."""
-    return student_logp - teacher_logp
+    return zero_masked(student_logp - teacher_logp, mask)
+
+
+@DISTILL_SIGNALS.register("reverse_kl_centered")
+def reverse_kl_centered(student_logp: Tensor, teacher_logp: Tensor, mask: Tensor) -> Tensor:
+    """(B, T) the reverse KL less its mean over the batch's scored tokens: a constant baseline, which leaves
+    the expected gradient as it is (E[grad log pi] = 0) and removes the push on every sampled token that a
+    reverse KL of one sign everywhere gives (a student far from its teacher: every token's KL is large)."""
+    kl = zero_masked(student_logp - teacher_logp, mask)
+    return zero_masked(kl - masked_mean(kl, mask), mask)
 
 
 @torch.no_grad()

@@ -24,8 +24,8 @@ from typing import Any, Protocol
 import torch
 
 from trainers.access import bound_to, key_server, key_server_variable
-from trainers.algorithms.distillation import DISTILL_SIGNALS, distilled_advantages, teacher_mean
-from trainers.algorithms.masked import masked_mean, zero_masked
+from trainers.algorithms.distillation import DISTILL_SIGNALS, distilled_advantages, reverse_kl, teacher_mean
+from trainers.algorithms.masked import masked_mean
 from trainers.spec import ModelSpec, RunSpec
 from trainers.spec.teacher import TeacherModelSpec
 from trainers.update.batches import TokenBatch
@@ -289,23 +289,25 @@ class Teachers:
         started = time.perf_counter()
         algo, mask = self.spec.algorithm, batch.mask
         weights = self.row_weights(groups, mask.device)  # (K, B)
-        signals = torch.zeros((len(self.teachers), *mask.shape), device=mask.device)  # (K, B, T)
+        teacher_logps = torch.zeros((len(self.teachers), *mask.shape), device=mask.device)  # (K, B, T)
         metrics: dict[str, float] = {}
         for k, teacher in enumerate(self.teachers):
             rows = torch.nonzero(weights[k] > 0).squeeze(-1)
             if len(rows) == 0:
                 continue
             part = batch.tokens.select(rows)
-            t = part.completion_mask.shape[1]
-            teacher_logp = torch.zeros_like(mask[rows])
-            teacher_logp[:, :t] = teacher.logprobs(part)
-            signals[k, rows] = zero_masked(self.signal_fn(student_logp[rows], teacher_logp), mask[rows])
-            metrics[f"distill/reverse_kl/{teacher.name}"] = masked_mean(signals[k, rows], mask[rows]).item()
-        signal, covered = teacher_mean(signals, weights)  # (B, T), (B,)
+            teacher_logps[k, rows, : part.completion_mask.shape[1]] = teacher.logprobs(part)
+            kl = reverse_kl(student_logp[rows], teacher_logps[k, rows], mask[rows])
+            metrics[f"distill/reverse_kl/{teacher.name}"] = masked_mean(kl, mask[rows]).item()
+        scored_by = mask.unsqueeze(0) * (weights > 0).unsqueeze(-1).to(mask.dtype)  # (K, B, T)
+        # The plain reverse KL (metrics, inspector) and the signal that trains, each a weighted mean over teachers.
+        kl, covered = teacher_mean(reverse_kl(student_logp.unsqueeze(0), teacher_logps, scored_by), weights)
+        signal, _ = teacher_mean(torch.stack([self.signal_fn(student_logp, teacher_logps[k], scored_by[k])
+                                              for k in range(len(self.teachers))]), weights)  # fmt: skip
         scored = mask * covered.unsqueeze(-1).to(mask.dtype)
-        metrics["distill/reverse_kl"] = masked_mean(signal, scored).item() if scored.sum() > 0 else 0.0
+        metrics["distill/reverse_kl"] = masked_mean(kl, scored).item() if scored.sum() > 0 else 0.0
         metrics["distill/rows_frac"] = covered.float().mean().item()
-        self.keep_for_inspector(groups, signal, scored)
+        self.keep_for_inspector(groups, kl, scored)
         out = distilled_advantages(advantages, signal, mask, coef=algo.distill_coef,
                                    reward_weight=algo.reward_advantage_weight)  # fmt: skip
         metrics["timing/teacher_s"] = time.perf_counter() - started

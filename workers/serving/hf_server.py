@@ -1,5 +1,6 @@
 """A small OpenAI-compatible server over a transformers model, for workers without vLLM:
-POST /v1/chat/completions and /v1/completions (streamed as SSE or not), GET /v1/models.
+POST /v1/chat/completions and /v1/completions (streamed as SSE or not), GET /v1/models; /v1/completions with
+echo, logprobs 0 and max_tokens 0 scores the prompt (its tokens' logprobs, as vLLM answers: a distillation teacher).
 
     ROLLOUT_SERVING_KEY=... python -m workers.serving.hf_server --name run-1/step-4 \\
         --model-path <base> [--checkpoint <folder>] [--model-spec '{"dtype": ...}'] --port 8123
@@ -102,6 +103,43 @@ class Generator:
         finish = "length" if not stopped and not ended and len(new) >= kwargs["max_new_tokens"] else "stop"
         return text, finish, len(new)
 
+    def score(self, prompts: list[list[int]]) -> list[dict[str, Any]]:
+        """Completion choices for echo with logprobs 0: each prompt's tokens (as texts) and the model's logprob
+        of each given the ones before it (None for the first, which nothing predicts), at temperature 1."""
+        import torch
+
+        choices = []
+        with self.lock, torch.inference_mode():
+            for index, ids in enumerate(prompts):
+                logits = self.model(torch.tensor([ids], device=self.model.device)).logits[0].float()  # (L, V)
+                logp = torch.log_softmax(logits[:-1], dim=-1).gather(-1, torch.tensor(ids[1:], device=logits.device)
+                                                                   .unsqueeze(-1)).squeeze(-1)  # fmt: skip
+                tokens = [self.tokenizer.decode([i]) for i in ids]
+                offsets = [sum(len(t) for t in tokens[:k]) for k in range(len(tokens))]
+                choices.append({"index": index, "text": "".join(tokens), "finish_reason": "length", "logprobs": {
+                    "tokens": tokens, "token_logprobs": [None, *logp.tolist()], "top_logprobs": None,
+                    "text_offset": offsets}})  # fmt: skip
+        return choices
+
+
+def _token_prompts(tokenizer, body: dict[str, Any]) -> list[list[int]]:
+    """The prompts of a scoring request (echo): a text, a list of ids, or a list of either, as OpenAI's
+    completions take them. Only echo with max_tokens 0 and logprobs 0 is served (what a distillation
+    teacher asks: trainers.update.teachers): ValueError in words otherwise."""
+    if body.get("stream") or int(body.get("max_tokens", 16)) != 0:
+        raise ValueError("echo is served for scoring only: max_tokens 0, not streamed")
+    if body.get("logprobs") is None or int(body["logprobs"]) != 0:
+        raise ValueError("echo needs logprobs 0: the sent tokens' own logprobs (no top alternatives here)")
+    prompt = body["prompt"]
+    items = prompt if isinstance(prompt, list) and prompt and isinstance(prompt[0], (list, str)) else [prompt]
+    out = []
+    for item in items:
+        ids = tokenizer(item).input_ids if isinstance(item, str) else item
+        if not ids or not all(isinstance(i, int) and 0 <= i < len(tokenizer) for i in ids):
+            raise ValueError(f"a prompt must be text or a non-empty list of token ids below {len(tokenizer)}")
+        out.append(list(ids))
+    return out
+
 
 def _tools_start(body: dict[str, Any]) -> dict[str, Any]:
     from workers.serving import agent_tools
@@ -177,6 +215,9 @@ class Handler(BaseHTTPRequestHandler):
             body = json.loads(self.rfile.read(length))
             if tools is not None:  # the run's tools environment (workers.serving.agent_tools): no generation
                 return self._json(200, tools(body))
+            if kind == "completion" and body.get("echo"):  # scoring: the prompt's logprobs, nothing generated
+                return self._json(200, _chunk("text_completion", "cmpl-" + uuid.uuid4().hex, self.name,
+                                              self.generator.score(_token_prompts(self.generator.tokenizer, body))))  # fmt: skip
             ids = self._prompt(kind, body)
         except (ValueError, KeyError, TypeError) as exc:
             return self._error(400, f"{type(exc).__name__}: {exc}")

@@ -12,8 +12,20 @@ def test_reverse_kl_is_the_students_logprob_minus_the_teachers_on_each_sampled_t
     student = torch.log(torch.tensor([[0.5, 0.25, 0.8]]))
     teacher = torch.log(torch.tensor([[0.25, 0.25, 0.4]]))
     # log 0.5 - log 0.25 = log 2; equal: 0; log 0.8 - log 0.4 = log 2
-    assert torch.allclose(reverse_kl(student, teacher), torch.tensor([[math.log(2), 0.0, math.log(2)]]))
+    mask = torch.ones(1, 3)
+    assert torch.allclose(reverse_kl(student, teacher, mask), torch.tensor([[math.log(2), 0.0, math.log(2)]]))
     assert DISTILL_SIGNALS.get("reverse_kl") is reverse_kl
+    # Off the mask it is 0, whatever the logprobs there.
+    assert reverse_kl(student, teacher, torch.tensor([[1.0, 1.0, 0.0]]))[0, 2] == 0
+
+
+def test_the_centered_signal_subtracts_the_mean_over_scored_tokens_only():
+    student = torch.tensor([[-1.0, -2.0, -3.0], [-1.0, 0.0, 0.0]])
+    teacher = torch.tensor([[-2.0, -2.0, -1.0], [-4.0, 5.0, 5.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    # Reverse KL on the scored tokens: 1, 0, -2, 3 (mean 0.5); the centred signal: 0.5, -0.5, -2.5, 2.5.
+    out = DISTILL_SIGNALS.get("reverse_kl_centered")(student, teacher, mask)
+    assert torch.allclose(out, torch.tensor([[0.5, -0.5, -2.5], [2.5, 0.0, 0.0]]))
 
 
 def test_the_advantage_gains_minus_coef_times_the_signal_beside_the_weighted_rubric_advantage():
