@@ -1,7 +1,7 @@
 """A sweep's driver: tell Optuna what its trials' runs reported, prune through the normal stop path, and
 launch the next trials while the budget lasts.
 
-`drive(sweep_id)` does one pass. It runs where something happened: after a run's metric points are
+`drive(sweep_id)` does one pass (a new sweep's first makes its study). It runs where something happened: after a run's metric points are
 written (its validation reported: studio.runs.signals.metrics_written), after a run ends (run_finished),
 at the studio's start (launcher.studio.send_again) and at every worker heartbeat (workers.gpu.beat), so a
 sweep resumes after a restart from what the database holds: its rows and Optuna's study. One driver at a
@@ -101,6 +101,8 @@ def step(sweep: Sweep) -> None:
     """Report, prune, tell, then launch while the budget lasts; the sweep ends when nothing is left."""
     if sweep.state != ACTIVE:
         return
+    if not sweep.trials.exists():  # a new sweep: its study is made by its first pass (load_if_exists)
+        search.create_study(sweep)
     study = search.load(sweep, draws=sweep.trials.count())
     for trial in sweep.trials.filter(state=T_RUNNING).select_related("run"):
         follow(sweep, study, trial)

@@ -7,8 +7,6 @@ import contextlib
 import uuid
 from typing import Any
 
-from django.db import transaction
-
 from studio.experiments import paths, specs
 from studio.experiments.api import ExperimentSerializer
 from studio.experiments.models import Experiment
@@ -46,8 +44,10 @@ def check_settings(experiment: Experiment, parameters: list[dict[str, Any]], sam
 
 
 def create(experiment: Experiment, user, fields: dict[str, Any]) -> Sweep:
-    """A sweep of `experiment` (the caller checked the user may edit it) with its study, and its first
-    trials launched. SweepRefused naming the field for what the rules refuse."""
+    """A sweep of `experiment` (the caller checked the user may edit it); SweepRefused naming the field for
+    what the rules refuse. Its study and first trials are the driver's, at the next worker heartbeat (seconds:
+    studio.sweeps.driver): the web request never pays Optuna's import and storage set-up (seconds on a busy
+    machine), and a sweep is driven from one kind of place."""
     fields = dict(fields)
     fields["parameters"] = check_settings(experiment, fields.get("parameters"), fields.get("sampler", "tpe"))
     if fields.get("max_concurrent", 1) > fields.get("max_trials", 1):
@@ -55,9 +55,7 @@ def create(experiment: Experiment, user, fields: dict[str, Any]) -> Sweep:
     sweep = Sweep(team=experiment.team, experiment=experiment, created_by=user,
                   study_name=f"studio-sweep-{uuid.uuid4().hex}", **fields)  # fmt: skip
     sweep.name = sweep.name or f"{experiment.name} sweep"
-    search.create_study(sweep)
     sweep.save()
-    transaction.on_commit(lambda: driver.drive(sweep.pk))
     return sweep
 
 

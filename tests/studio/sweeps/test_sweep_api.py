@@ -7,6 +7,7 @@ import pytest
 from django.test import Client
 
 from studio.experiments.models import Experiment
+from studio.sweeps import driver
 from studio.sweeps.models import Sweep
 from tests.studio.sweeps.conftest import LR_AND_GROUP
 
@@ -24,6 +25,7 @@ def as_user(api, user):
 def sweep(api, experiment, alice):
     answer = as_user(api, alice).post("/api/sweeps/", {**BODY, "experiment": experiment.pk}, format="json")
     assert answer.status_code == 201, answer.json()
+    assert driver.drive(answer.json()["id"])  # as the next worker heartbeat does
     return Sweep.objects.get(pk=answer.json()["id"])
 
 
@@ -33,8 +35,11 @@ def test_an_editor_creates_a_sweep_whose_first_trial_is_queued(api, experiment, 
     body = answer.json()
     assert body["name"] == "lr" and body["team"] == experiment.team_id and body["state"] == "active"
     assert body["objective"] == "val/reward/mean" and body["direction"] == "maximize"
+    assert body["trials"] == [] and body["summary"]["limit"] == 3  # the driver launches them
+    driver.drive(body["id"])
+    body = api.get(f"/api/sweeps/{body['id']}/").json()
     assert [t["number"] for t in body["trials"]] == [0] and body["trials"][0]["run_state"] == "queued"
-    assert body["summary"]["trials"] == 1 and body["summary"]["limit"] == 3
+    assert body["summary"]["trials"] == 1
 
 
 def test_a_viewer_may_read_but_not_create_or_stop(api, sweep, experiment, carol):

@@ -22,7 +22,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def make(experiment, alice, **fields):
     options = {"parameters": LR_AND_GROUP, "sampler": "tpe", "pruner": "median", "pruner_startup_trials": 1,
                "max_trials": 4, "max_concurrent": 2, "seed": 7, **fields}  # fmt: skip
-    return services.create(experiment, alice, options)
+    sweep = services.create(experiment, alice, options)
+    assert not sweep.trials.exists()  # the driver makes its study and launches (a worker's heartbeat)
+    assert driver.drive(sweep.pk)
+    return sweep
 
 
 def report(run, step: int, value: float) -> None:
