@@ -114,7 +114,11 @@ class Run(models.Model):
         max_length=500, blank=True, help_text="What a queued run waits for (free GPUs); empty once it starts."
     )
     warning = models.TextField(
-        blank=True, help_text="The latest warning the trainer reported (e.g. a criterion failing on most rollouts)."
+        blank=True, help_text="The warnings of the latest step that had any, one per line (e.g. a criterion "
+        "failing on most rollouts; groups without a reward difference)."
+    )
+    warning_step = models.IntegerField(
+        null=True, blank=True, help_text="The step of the warnings shown; empty: before the first step, or none."
     )
     scoring = models.JSONField(
         default=dict, blank=True,
@@ -241,6 +245,11 @@ class Run(models.Model):
         optim = self.spec.get("optim") if isinstance(self.spec, dict) else None
         steps = (optim or {}).get("total_steps")
         return steps if isinstance(steps, int) and not isinstance(steps, bool) else DEFAULT_TOTAL_STEPS
+
+    @property
+    def warnings(self) -> list[str]:
+        """The warnings shown, one a line (studio.runs.reports.banner)."""
+        return [line for line in self.warning.splitlines() if line.strip()]
 
     @property
     def scoring_failed(self) -> list[dict[str, Any]]:

@@ -76,9 +76,25 @@ def write(
         return ("rollouts", step, {"items": [row.summary() for row in rows]})
     if kind == "checkpoint":
         Checkpoint.objects.create(run_id=run_id, step=step, path=payload["path"])
-    if kind == "warning":  # the latest warning stays on the run: the runs list and the page header show it
-        Run.objects.filter(pk=run_id).update(warning=payload["message"][:WARNING_CHARS])
+    if kind == "warning":  # the latest step's warnings stay on the run: the runs list and the page header show them
+        shown = Run.objects.filter(pk=run_id).values_list("warning", "warning_step").first()  # one writer per run
+        if shown is not None:
+            text = banner(shown[0], shown[1], step, payload["message"])
+            Run.objects.filter(pk=run_id).update(warning=text, warning_step=step)
     return (kind, step, payload)
+
+
+def banner(shown: str, shown_step: int | None, step: int | None, message: str) -> str:
+    """The run's warnings once `message` came at `step`: every distinct one of that step, one a line, when the
+    shown ones are of the same step (two checks firing at one step both show); else `message` alone (a later
+    step's warnings replace an earlier step's, which the log keeps). Cut to WARNING_CHARS from the oldest line."""
+    line = " ".join(message.split())
+    lines = shown.splitlines() if shown and shown_step == step else []
+    if line not in lines:
+        lines.append(line)
+    while len(lines) > 1 and len("\n".join(lines)) > WARNING_CHARS:
+        lines.pop(0)
+    return "\n".join(lines)[:WARNING_CHARS]
 
 
 def prompts_of(run_id: int, rollouts: list[Rollout]) -> list[RunPrompt]:

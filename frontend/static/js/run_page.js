@@ -322,7 +322,7 @@ async function main() {
         logs.push(`checkpoint saved: ${ev.data.path}`);
         actions.reread?.(); // a checkpoint makes it one to evaluate (and, once ended, to resume)
       } else if (ev.kind === "warning") {
-        showWarning(ev.data.message);
+        showWarning(ev.data.message, ev.step);
       } else if (ev.kind === "notes") {
         notes.refresh();
       } // other kinds (prompt_stats: the prompts view's) are not this page's
@@ -367,10 +367,24 @@ function restarted(ev, { board, rollouts, progress }) {
   box.hidden = false;
 }
 
-// The trainer's latest warning (a criterion failing on most rollouts, prompts cut): a banner under the header.
-function showWarning(message) {
+// The trainer's warnings (a criterion failing on most rollouts, prompts cut), a line each under the header:
+// every one of the latest step that had any, as the run keeps them (studio.runs.reports.banner); a warning
+// of a later step replaces them.
+function showWarning(message, step) {
   const box = document.querySelector("[data-run-warning]");
-  box.querySelector("[data-run-warning-text]").textContent = message;
+  const at = step === null || step === undefined ? "" : String(step);
+  const text = message.split(/\s+/).filter(Boolean).join(" ");
+  if (box.dataset.warningStep !== at) box.replaceChildren();
+  box.dataset.warningStep = at;
+  const shown = [...box.querySelectorAll("[data-run-warning-text]")].map((el) => el.textContent);
+  if (!shown.includes(text)) {
+    const line = document.createElement("p");
+    const span = document.createElement("span");
+    span.dataset.runWarningText = "";
+    span.textContent = text;
+    line.append("⚠ ", span);
+    box.append(line);
+  }
   box.hidden = false;
 }
 
