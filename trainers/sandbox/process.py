@@ -131,10 +131,17 @@ class Limits:
     # /tmp and the working folder together (one memory file system, sized by bwrap): what the code
     # may write in all. Memory outside `memory_mb`; the weak fallback has no such quota.
     disk_mb: int = 64
+    # Wall-clock limit of loading the code, when it differs from a call's (a verifiers environment
+    # imports its library and builds its dataset once: seconds, where a call takes milliseconds).
+    load_timeout_s: float | None = None
+
+    @property
+    def load_s(self) -> float:
+        return self.timeout_s if self.load_timeout_s is None else self.load_timeout_s
 
     def for_child(self, calls: int = 1) -> dict[str, int]:
         """Limits as the child applies them; a worker serving `calls` calls gets CPU time for all of them."""
-        wall = self.timeout_s * max(calls, 1) + STARTUP_GRACE_S
+        wall = self.timeout_s * max(calls, 1) + STARTUP_GRACE_S + max(self.load_s - self.timeout_s, 0)
         cpu = self.cpu_s if self.cpu_s is not None else math.ceil(wall) + 1
         return {"memory_mb": self.memory_mb, "cpu_s": cpu, "file_size_mb": self.file_size_mb, "disk_mb": self.disk_mb}
 
@@ -213,18 +220,38 @@ def _inside(path: str, folder: str) -> bool:
 
 
 @functools.cache
-def _python_dirs() -> tuple[str, ...]:
+def _python_dirs(python: str | None = None) -> tuple[str, ...]:
     """The interpreter's folders, as real paths, outermost only: its prefixes (standard library,
-    virtual environment) and site-packages, less those under /usr (bound whole)."""
-    named = (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, *site.getsitepackages())
-    named += (os.path.dirname(os.path.realpath(sys.executable)),)
+    virtual environment) and site-packages, less those under /usr (bound whole). `python`: another
+    virtual environment's interpreter (`<venv>/bin/python`) instead of this one: that environment's
+    folder and its base interpreter's prefix (pyvenv.cfg's `home`), nothing of the studio's."""
+    if python is None:
+        named = (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, *site.getsitepackages())
+        named += (os.path.dirname(os.path.realpath(sys.executable)),)
+    else:
+        venv = os.path.dirname(os.path.dirname(os.path.abspath(python)))
+        named = (venv, os.path.dirname(os.path.realpath(python)), *_venv_home(venv))
     found = {os.path.realpath(p) for p in named if os.path.isdir(p)}
     outer = {p for p in found if not any(q != p and _inside(p, q) for q in found)}
     return tuple(sorted(p for p in outer if p != os.sep and not _inside(p, "/usr")))
 
 
+def _venv_home(venv: str) -> tuple[str, ...]:
+    """The base interpreter's prefix of the virtual environment at `venv` (its pyvenv.cfg's `home`
+    is that interpreter's bin folder), or nothing when it has no such file."""
+    try:
+        lines = Path(venv, "pyvenv.cfg").read_text().splitlines()
+    except OSError:
+        return ()
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            return (os.path.dirname(value.strip()),)
+    return ()
+
+
 @functools.cache
-def _view_args(disk_mb: int) -> tuple[str, ...]:
+def _view_args(disk_mb: int, python: str | None = None) -> tuple[str, ...]:
     """bwrap arguments for the part of the view every sandbox shares: the system, an empty /tmp
     of `disk_mb` (a memory file system: the sandbox's disk quota), /proc, /dev, the interpreter
     (read-only, at its real paths, linked from the named ones) and the few /etc files."""
@@ -236,9 +263,9 @@ def _view_args(disk_mb: int) -> tuple[str, ...]:
             args += ["--ro-bind", path, path]
     # /tmp first: a bind below (an interpreter under /tmp) must not be covered by it.
     args += ["--size", str(max(disk_mb, 1) << 20), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
-    for path in _python_dirs():
+    for path in _python_dirs(python):
         args += ["--ro-bind", path, path]
-    for named in (sys.prefix, sys.base_prefix):
+    for named in (sys.prefix, sys.base_prefix) if python is None else ():
         real = os.path.realpath(named)
         if real != os.path.abspath(named) and not _inside(named, "/usr"):  # the interpreter runs by its named path
             args += ["--symlink", real, named]
@@ -256,16 +283,19 @@ def _data_fd(text: str) -> int:
     return read_fd
 
 
-def _bwrap_command(bwrap: str, workdir: str, *, package: bool, disk_mb: int) -> tuple[list[str], list[int]]:
+def _bwrap_command(
+    bwrap: str, workdir: str, *, package: bool, disk_mb: int, python: str | None = None
+) -> tuple[list[str], list[int]]:
     """The bwrap arguments (ending in `--`) for one sandbox, and the descriptors they read.
     `package`: the whole `trainers` package is visible (trusted imports), else only the child script.
-    `workdir` (under /tmp) is made inside the sandbox's own /tmp: no host folder backs it."""
+    `workdir` (under /tmp) is made inside the sandbox's own /tmp: no host folder backs it.
+    `python`: the interpreter it runs, when not this one (see `_python_dirs`)."""
     code = os.path.join(_project_root(), "trainers") if package else str(CHILD)
     fds = [_data_fd(PASSWD.format(id=SANDBOX_ID, home=workdir)), _data_fd(GROUP.format(id=SANDBOX_ID))]
-    args = [bwrap, *BWRAP_FLAGS, *_view_args(disk_mb), "--ro-bind", code, code]
+    args = [bwrap, *BWRAP_FLAGS, *_view_args(disk_mb, python), "--ro-bind", code, code]
     args += ["--ro-bind-data", str(fds[0]), "/etc/passwd", "--ro-bind-data", str(fds[1]), "/etc/group"]
     args += ["--perms", "0700", "--dir", workdir, "--chdir", workdir]
-    for path in _hidden_folders(["/usr", *_python_dirs(), code]):
+    for path in _hidden_folders(["/usr", *_python_dirs(python), code]):
         args += ["--tmpfs", path, "--remount-ro", path]
     return [*args, "--"], fds
 
@@ -300,20 +330,23 @@ class SandboxChild:
     Always `close()` it (kills it; in the weak fallback, deletes its folder).
 
     `tag` is this process's session tag: the first reply (to the config) and, for a stream of
-    replies to one request (`run_program_tests`), every reply carries it.
+    replies to one request (`run_program_tests`), every reply carries it. `python`: another
+    interpreter to run the child with (a package's own virtual environment); default this one.
     """
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: dict[str, Any], python: str | None = None) -> None:
         bwrap = _launcher()  # refuses before anything is made
         self.tag = secrets.token_hex(16)
         self.wrapped = bwrap is not None
         self._host_dir: str | None = None
-        command, fds = [sys.executable, "-I", str(CHILD)], []
+        command, fds = [python or sys.executable, "-I", str(CHILD)], []
         if bwrap:
             # Exists only inside the sandbox, on its /tmp: the host has nothing there to read or delete.
             self.workdir = f"/tmp/{WORKDIR_PREFIX}{secrets.token_hex(6)}"
             disk_mb = int(config.get("limits", {}).get("disk_mb", Limits.disk_mb))
-            prefix, fds = _bwrap_command(bwrap, self.workdir, package="import" in config, disk_mb=disk_mb)
+            prefix, fds = _bwrap_command(
+                bwrap, self.workdir, package="import" in config, disk_mb=disk_mb, python=python
+            )
             command = prefix + command
             cwd = "/"
         else:
@@ -525,18 +558,19 @@ class Worker:
         filename: str = "<user code>",
         trusted_import: str | None = None,
         calls: int = 1,
+        python: str | None = None,
     ) -> Worker:
         config: dict[str, Any] = {"mode": "worker", "limits": limits.for_child(calls), "function": function}
         if trusted_import:
             config |= {"import": trusted_import, "trusted_import_first": True, "sys_path": [_project_root()]}
         else:
             config |= {"source": source or "", "filename": filename}
-        child = SandboxChild(config)
+        child = SandboxChild(config, python)
         try:
-            reply = child.receive(time.monotonic() + limits.timeout_s + STARTUP_GRACE_S)
+            reply = child.receive(time.monotonic() + limits.load_s + STARTUP_GRACE_S)
         except TimeoutError:
             child.close()
-            raise SandboxError(f"loading the code took longer than {limits.timeout_s:g} s") from None
+            raise SandboxError(f"loading the code took longer than {limits.load_s:g} s") from None
         except MalformedReply as exc:
             child.close()
             raise SandboxError(f"the sandbox sent {exc} while loading the code") from None
