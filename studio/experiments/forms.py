@@ -16,10 +16,10 @@ from trainers.spec.data import ProceduralSpec
 # RunSpec parts the experiment form does not show: they come from the dataset, the rubric,
 # the model field, or are set per run by the studio.
 EXPERIMENT_SECTIONS = ("model", "data", "reward", "algorithm", "rollout", "optim", "parallel", "curriculum", "checkpoint",
-                       "eval", "validation", "warm_up")  # fmt: skip
+                       "eval", "validation", "warm_up", "teacher")  # fmt: skip
 # Sections the spec may leave out (None: the feature is off), with the fields that turn one on: the
 # form always shows their fields, and a section with none of these filled is left out when read back.
-OPTIONAL_SECTIONS = {"validation": ("path", "holdout_fraction"), "warm_up": ("path",)}
+OPTIONAL_SECTIONS = {"validation": ("path", "holdout_fraction"), "warm_up": ("path",), "teacher": ("teachers",)}
 HIDDEN = ("model.path", "data.path", "data.format", "data.split", "data.prompt_field", "data.messages_field",
           "data.answer_field", "data.extra_fields", "checkpoint.output_dir", "checkpoint.resume_from",
           "eval.checkpoint", "model.lora")  # fmt: skip

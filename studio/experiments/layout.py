@@ -37,7 +37,7 @@ BATCH_FIELDS = ("optim.prompts_per_step", "algorithm.group_size", "rollout.max_n
 GROUP_TITLES = {"model": "Model", "data": "Data", "reward": "Reward checks", "algorithm": "Algorithm", "rollout": "Generation",
                 "optim": "Optimisation", "parallel": "Processes (GPUs) and sharding", "curriculum": "Curriculum",
                 "checkpoint": "Checkpoints", "eval": "Evaluation", "validation": "Validation",
-                "warm_up": "Cold start (supervised, before RL)"}  # fmt: skip
+                "warm_up": "Cold start (supervised, before RL)", "teacher": "Teachers (on-policy distillation)"}  # fmt: skip
 # The fields the step cost reads, by role (experiment_form.js reads the same names from the page).
 COST_INPUTS = {"prompts": "optim.prompts_per_step", "group": "algorithm.group_size",
                "new_tokens": "rollout.max_new_tokens", "prompt_tokens": "data.max_prompt_tokens",

@@ -105,9 +105,10 @@ class ModelTeacher:
     @classmethod
     def load(cls, spec: TeacherModelSpec, model_spec: ModelSpec, student_tokenizer, frozen: FrozenLogprobs,
              device: torch.device) -> ModelTeacher:  # fmt: skip
-        from trainers.models.loading import is_adapter_folder, load_causal_lm, load_tokenizer
+        from trainers.models.loading import is_adapter_folder, load_causal_lm, load_tokenizer, require_model_folder
 
         path = str(spec.path)
+        require_model_folder(path)  # a missing folder said plainly, not read as a hub id
         if is_adapter_folder(path):
             raise TeacherRefused(
                 f"teacher {spec.name!r}: {path} holds LoRA adapters only; export that checkpoint merged (a "
