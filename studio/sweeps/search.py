@@ -1,12 +1,15 @@
 """A sweep's Optuna study: made, loaded with the sweep's sampler and pruner, and its trials' handles.
-The search, the pruning rules and the importances are Optuna's; this module only names them."""
+The search, the pruning rules and the importances are Optuna's; this module only names them.
+
+Optuna is imported where it is used, never at module import: it takes a second or more to import (and its
+storage more to set up), which the web tier's start and the pages that do not need it must not pay."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from studio.sweeps import space, storage
-from studio.sweeps.models import GRID, HALVING, MEDIAN, RANDOM, TPE, Sweep
+from studio.sweeps.models import GRID, HALVING, MEDIAN, RANDOM, T_COMPLETE, TPE, Sweep
 
 HALVING_REDUCTION = 3  # ASHA keeps the best third of the trials at each rung
 HALVING_MIN_STEPS = 1
@@ -78,6 +81,9 @@ def importances(sweep: Sweep) -> dict[str, float]:
     (two completed trials with different values)."""
     import optuna
 
+    # Counted on the studio's rows first: a page of a sweep with too few results never loads Optuna.
+    if sweep.trials.filter(state=T_COMPLETE).count() < 2:
+        return {}
     study = load(sweep)
     done = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
     if len(done) < 2 or len({tuple(sorted(t.params.items())) for t in done}) < 2:

@@ -36,6 +36,9 @@ def test_an_editor_creates_a_sweep_whose_first_trial_is_queued(api, experiment, 
     assert body["name"] == "lr" and body["team"] == experiment.team_id and body["state"] == "active"
     assert body["objective"] == "val/reward/mean" and body["direction"] == "maximize"
     assert body["trials"] == [] and body["summary"]["limit"] == 3  # the driver launches them
+    page = Client()
+    page.force_login(bob)
+    assert "No trial yet" in page.get(f"/sweeps/{body['id']}/").content.decode()  # before its study exists
     driver.drive(body["id"])
     body = api.get(f"/api/sweeps/{body['id']}/").json()
     assert [t["number"] for t in body["trials"]] == [0] and body["trials"][0]["run_state"] == "queued"
