@@ -12,5 +12,10 @@ urlpatterns = [
     path("api/runs/<int:run_id>/metrics/", RunMetricsView.as_view(), name="run-metrics"),
     path("teams/<int:team_id>/usage/", usage_views.team_usage_page, name="team-usage"),
     path("api/teams/<int:team_id>/usage/", usage_views.TeamUsageView.as_view(), name="api-team-usage"),
+    path(
+        "api/experiments/<int:experiment_id>/estimate/",
+        usage_views.ExperimentEstimateView.as_view(),
+        name="api-experiment-estimate",
+    ),
     path("static-vendor/plotly.min.js", plotly_js, name="plotly-js"),
 ]

@@ -2,6 +2,7 @@
 
     GET /teams/<id>/usage/?from=YYYY-MM&to=YYYY-MM        the page: sums per user, per experiment, per month
     GET /api/teams/<id>/usage/?from=YYYY-MM&to=YYYY-MM    the same numbers
+    GET /api/experiments/<id>/estimate/?runs=N            what N runs of the experiment will use (studio.runs.estimates)
 
 An outsider gets 404, as for every team object. A share link opens no usage: what a team spends and the
 operator's prices are the team's business, not a shared result's (studio.sharing shows curves and rollouts).
@@ -22,8 +23,10 @@ from rest_framework.views import APIView
 
 from studio.accounts import permissions as perms
 from studio.accounts.models import Team
-from studio.lib.api_schema import id_parameter
-from studio.lib.params import QueryError
+from studio.experiments.models import Experiment
+from studio.lib.api_schema import id_parameter, int_parameter
+from studio.lib.params import QueryError, number_param
+from studio.runs import estimates
 from studio.runs.team_usage import Period, team_usage
 from studio.runs.usage import Prices
 
@@ -92,3 +95,36 @@ class RunUsageSerializer(serializers.Serializer):
     currency = serializers.CharField(allow_null=True)
     attempts = serializers.IntegerField(help_text="Attempts recorded (1 + automatic restarts that started).")
     final = serializers.BooleanField(help_text="False while an attempt is still being recorded.")
+
+
+MAX_RUNS = 1000
+EXPERIMENT_ID = id_parameter("experiment_id", "The experiment.", OpenApiParameter.PATH)
+RUNS = int_parameter("runs", "How many runs of its settings (a sweep's trials); 1 by default.", 1, MAX_RUNS)
+
+
+class EstimateOut(serializers.Serializer):
+    runs = serializers.IntegerField()
+    steps = serializers.IntegerField(help_text="Per run: the settings' optim.total_steps.")
+    processes = serializers.IntegerField(help_text="Per run.")
+    max_tokens_generated = serializers.IntegerField(allow_null=True, help_text="The settings' bound, all runs.")
+    max_tokens_trained = serializers.IntegerField(allow_null=True)
+    tokens_generated = serializers.IntegerField(allow_null=True, help_text="From earlier runs; null: none.")
+    tokens_trained = serializers.IntegerField(allow_null=True)
+    device_seconds = serializers.FloatField(allow_null=True, help_text="From earlier runs; null: none.")
+    gpu_seconds = serializers.FloatField(allow_null=True)
+    cost = serializers.FloatField(allow_null=True)
+    currency = serializers.CharField(allow_null=True)
+    earlier_runs = serializers.IntegerField(help_text="The earlier runs it learned from.")
+    basis = serializers.CharField(help_text="Where the numbers come from, in words.")
+
+
+class ExperimentEstimateView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(parameters=[EXPERIMENT_ID, RUNS], responses=EstimateOut)
+    def get(self, request: Request, experiment_id: int) -> Response:
+        experiment = perms.get_for(request.user, Experiment.objects.all(), experiment_id, perms.VIEW)
+        runs = number_param(request.query_params, "runs", int)
+        if runs is not None and not 1 <= runs <= MAX_RUNS:
+            raise QueryError("runs", f"must be from 1 to {MAX_RUNS}, got {runs}")
+        return Response(estimates.estimate(experiment, runs=runs or 1).as_dict())

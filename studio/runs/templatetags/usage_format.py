@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from django import template
 
-from studio.runs import usage
+from studio.runs import estimates, usage
 
 register = template.Library()
 DASH = "—"
+MAX_ESTIMATE_RUNS = 1000
 
 
 @register.filter
@@ -41,3 +42,22 @@ def money(cost: float | None, currency: str | None) -> str:
 def run_usage(run) -> dict:
     """The run page's usage line (members only: the page leaves it out for a share link's reader)."""
     return {"usage": usage.of_run(run), "run": run}
+
+
+@register.inclusion_tag("runs/estimate.html", takes_context=True)
+def run_estimate(context, experiment) -> dict:
+    """The experiment page's estimate before launch (studio.runs.estimates): for one run, or for ?estimate_runs=N
+    (a sweep of N trials); a count that is not a whole number from 1 to MAX_ESTIMATE_RUNS is said beside the box
+    and one run is estimated."""
+    request = context.get("request")
+    raw = ((request.GET.get("estimate_runs") if request is not None else None) or "1").strip()
+    runs, error = 1, ""
+    if raw.isdigit() and 1 <= int(raw) <= MAX_ESTIMATE_RUNS:
+        runs = int(raw)
+    else:
+        error = f"runs: a whole number from 1 to {MAX_ESTIMATE_RUNS}, got {raw!r}"
+    try:
+        found = estimates.estimate(experiment, runs=runs)
+    except (KeyError, TypeError, ValueError) as exc:  # settings that cannot run: the page says why above them
+        return {"estimate": None, "why": str(exc)[:200]}
+    return {"estimate": found, "error": error}

@@ -208,6 +208,7 @@ API_POLICY = [
         body={"team": "{team}", "name": "verl"}),                          # no files: refused after the role
     # --- a team's usage (studio.runs.usage_views): members of any role; a share link opens none of it
     row("GET",    "/api/teams/{team}/usage/",                      200,  200,  200,  404,  403, guest=403),
+    row("GET",    "/api/experiments/{experiment}/estimate/",       200,  200,  200,  404,  403, guest=403),
     # --- experiment trackers: members read (secrets by name and kind, never values); owners set the
     #     team's secrets and default mirror settings; owners and editors set an experiment's
     row("GET",    "/api/teams/{team}/tracker-secrets/",            200,  200,  200,  404,  403),

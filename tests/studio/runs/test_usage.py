@@ -220,3 +220,73 @@ class RunUsageShownTest(StudioTestCase):
         self.assertIn(run.name, shared)
         self.assertNotIn("data-run-usage", shared)
         self.assertNotIn("USD", shared)
+
+
+class EstimateTest(StudioTestCase):
+    """The experiment's settings (tests/studio/base.py: total_steps 5, the schema's defaults otherwise) bound the
+    tokens; its earlier runs give the time and the tokens seen."""
+
+    def past_run(self, steps: int, seconds_per_process: float, procs: list, generated: int, trained: int) -> Run:
+        run = self.make_run("succeeded", last_step=steps, finished=timezone.now())
+        usage.record(run.pk, 0, procs, seconds_per_process, tokens_generated=generated, tokens_trained=trained,
+                     final=True)  # fmt: skip
+        return run
+
+    def test_without_earlier_runs_it_gives_the_settings_bounds_and_no_time(self):
+        from studio.runs.estimates import estimate, step_cost
+
+        bound = step_cost(self.experiment.spec_config())
+        got = estimate(self.experiment, runs=3)
+        self.assertEqual((got.runs, got.steps, got.processes, got.earlier_runs), (3, 5, 1, 0))
+        self.assertEqual(got.max_tokens_generated, bound.generated * 5 * 3)  # the edit page's StepCost, × steps × runs
+        self.assertEqual(got.max_tokens_trained, bound.trained * 5 * 3)
+        self.assertIsNone(got.device_seconds)
+        self.assertIsNone(got.cost)
+        self.assertIn("no earlier run", got.basis)
+
+    def test_earlier_runs_give_a_load_time_a_rate_per_step_and_the_tokens_seen(self):
+        from studio.runs.estimates import estimate
+
+        # one process: 10 s of loading + 4 s a step; tokens 100 generated and 300 trained a step
+        self.past_run(2, 10 + 4 * 2, GPU1, 200, 600)
+        self.past_run(10, 10 + 4 * 10, GPU1, 1000, 3000)
+        # two CPU processes of 30 s each for 5 steps (per process 10 + 4 × 5): the same device, as time per process
+        self.past_run(5, 30, CPU2, 500, 1500)
+        got = estimate(self.experiment, runs=4, prices=usage.Prices(2.0, 0.0, "EUR"))
+        self.assertEqual(got.earlier_runs, 3)
+        # 5 steps: 10 + 4 × 5 = 30 s per process, one process, 4 runs
+        self.assertAlmostEqual(got.device_seconds, 30 * 4)
+        # GPU share of the history: (18 + 50) GPU-s of 18 + 50 + 60 device-s
+        self.assertAlmostEqual(got.gpu_seconds, 120 * 68 / 128)
+        self.assertAlmostEqual(got.cost, 120 * 68 / 128 / 3600 * 2.0)
+        self.assertEqual((got.tokens_generated, got.tokens_trained), (100 * 5 * 4, 300 * 5 * 4))
+        self.assertEqual(got.currency, "EUR")
+        # overrides as a sweep's trial gives them: 20 steps, 2 processes each
+        more = estimate(self.experiment, overrides={"optim": {"total_steps": 20}, "parallel": {"procs_per_node": 2}})
+        self.assertEqual((more.steps, more.processes), (20, 2))
+        self.assertAlmostEqual(more.device_seconds, (10 + 4 * 20) * 2)
+
+    def test_the_tokens_seen_never_pass_the_settings_bound(self):
+        from studio.runs.estimates import estimate, step_cost
+
+        bound = step_cost(self.experiment.spec_config())
+        self.past_run(1, 5.0, CPU2[:1], bound.generated * 10, bound.trained * 10)  # settings since made smaller
+        got = estimate(self.experiment)
+        self.assertEqual((got.tokens_generated, got.tokens_trained), (bound.generated * 5, bound.trained * 5))
+
+    def test_the_api_and_the_page_give_it_to_members(self):
+        self.past_run(5, 25.0, GPU1, 500, 1500)
+        answer = self.client_for(self.carol).get(f"/api/experiments/{self.experiment.pk}/estimate/?runs=12")
+        self.assertEqual(answer.status_code, 200)
+        self.assertEqual((answer.json()["runs"], answer.json()["device_seconds"]), (12, 25.0 * 12))
+        self.assertEqual(answer.json()["earlier_runs"], 1)
+        bad = self.client_for(self.carol).get(f"/api/experiments/{self.experiment.pk}/estimate/?runs=0")
+        self.assertEqual((bad.status_code, list(bad.json())), (400, ["runs"]))
+        outsider = self.client_for(self.charlie).get(f"/api/experiments/{self.experiment.pk}/estimate/")
+        self.assertEqual(outsider.status_code, 404)
+        self.client.force_login(self.bob)
+        page = self.client.get(f"/experiments/{self.experiment.pk}/?estimate_runs=3").content.decode()
+        self.assertIn("<b data-estimate-device>1.2 min</b>", page)  # 25 s × 3
+        self.assertIn("1 earlier run of this experiment", page)
+        page = self.client.get(f"/experiments/{self.experiment.pk}/?estimate_runs=lots").content.decode()
+        self.assertIn("a whole number from 1 to 1000, got &#x27;lots&#x27;", page)
