@@ -53,7 +53,10 @@ GROUP_SEED = "seed"
 SEED_PATH = ("optim", "seed")
 assert "seed" in OptimSpec.model_fields  # the trainer's field this module groups by
 METRIC_KINDS = ("last", "best", "max", "min")
-RUN_FIELDS = {"name": "name", "state": "state", "step": "last_step", "created": "created"}
+RUN_FIELDS = {"name": "name", "state": "state", "step": "last_step", "created": "created",
+              # what it used (studio.runs.usage): ?col=run:gpu_seconds&sort=-run:gpu_seconds finds the costly runs
+              "device_seconds": "device_seconds", "gpu_seconds": "gpu_seconds",
+              "tokens_generated": "tokens_generated", "tokens_trained": "tokens_trained"}  # fmt: skip
 MAX_COLUMNS = 20
 MAX_IDS = 1000
 MAX_DEPTH = 8

@@ -61,3 +61,17 @@ def run_estimate(context, experiment) -> dict:
     except (KeyError, TypeError, ValueError) as exc:  # settings that cannot run: the page says why above them
         return {"estimate": None, "why": str(exc)[:200]}
     return {"estimate": found, "error": error}
+
+
+@register.simple_tag
+def run_used(run) -> str:
+    """A runs table's word on what a run used: "1.2 min GPU · 12,345 tokens · 0.0123 USD"; "" before it used
+    anything (queued, ingested, recorded before usage was)."""
+    if not run.device_seconds and not run.tokens_generated:
+        return ""
+    shown = usage.of_run(run)
+    where = "GPU" if run.gpu_seconds else "CPU"
+    parts = [f"{device_time(run.device_seconds)} {where}", f"{tokens(run.tokens_generated)} tokens"]
+    if shown["cost"] is not None:
+        parts.append(money(shown["cost"], shown["currency"]))
+    return " · ".join(parts)

@@ -290,3 +290,20 @@ class EstimateTest(StudioTestCase):
         self.assertIn("1 earlier run of this experiment", page)
         page = self.client.get(f"/experiments/{self.experiment.pk}/?estimate_runs=lots").content.decode()
         self.assertIn("a whole number from 1 to 1000, got &#x27;lots&#x27;", page)
+
+
+class RunsListTest(StudioTestCase):
+    @override_settings(GPU_HOUR_PRICE=3600.0, CPU_HOUR_PRICE=0.0, PRICE_CURRENCY="USD")  # 1 USD per GPU-second
+    def test_the_runs_list_says_what_each_run_used_and_sorts_by_it(self):
+        small = self.make_run("succeeded", name="small")
+        big = self.make_run("succeeded", name="big")
+        usage.record(small.pk, 0, GPU1, 2.0, tokens_generated=10, tokens_trained=30, final=True)
+        usage.record(big.pk, 0, GPU1, 90.0, tokens_generated=5000, tokens_trained=9000, final=True)
+        untouched = self.make_run("queued", name="waiting")
+        self.client.force_login(self.carol)
+        html = self.client.get("/runs/?col=run:gpu_seconds&sort=-run:gpu_seconds").content.decode()
+        self.assertIn("1.5 min GPU · 5,000 tokens · 90.00 USD", html)
+        self.assertIn("2.0 s GPU · 10 tokens · 2.00 USD", html)
+        self.assertLess(html.index(f'data-run-row="{big.pk}"'), html.index(f'data-run-row="{small.pk}"'))
+        row = html[html.index(f'data-run-row="{untouched.pk}"') :]
+        self.assertNotIn("data-run-used", row[: row.index("</tr>")])  # nothing used yet: nothing said
