@@ -19,6 +19,9 @@ from studio.celery import app  # noqa: E402
 # folders with an empty tmpfs, so such code never reads the database file, the secret key,
 # other teams' uploads or checkpoints (trainers.sandbox.process, "hidden folders").
 os.environ.setdefault("ROLLOUT_SANDBOX_HIDE", str(settings.DATA_DIR))
+# Environment packages (verifiers tasksets) get virtual environments of their own here, made by the worker
+# (trainers.rollout.environments.packages.venvs); a sandbox sees only the one folder its package is in.
+os.environ.setdefault("ROLLOUT_ENV_PACKAGES_DIR", str(settings.DATA_DIR / "envs"))
 
 # tasks: registered by name; gpu: Celery signal handlers (GPU pinning, fleet inventory, memory release);
 # recovery: the runs' checkpoint on shutdown and their restart when their process dies

@@ -25,6 +25,7 @@ from studio.runs import provenance as studio_provenance
 from studio.runs.models import Run
 from trainers import provenance as facts
 from trainers.access import DATA, named
+from trainers.rollout.environments.catalog import VERIFIERS_VERSION
 
 log = logging.getLogger(__name__)
 RECORD_VERSION = 1
@@ -121,6 +122,10 @@ def _environment(experiment, spec: dict[str, Any]) -> dict[str, Any] | None:
     if not spec.get("environment"):
         return None
     out: dict[str, Any] = {"sha256": facts.json_digest(spec["environment"]), "kind": spec["environment"].get("kind")}
+    if out["kind"] == "verifiers":  # the package a run installs (its own virtual environment), pinned
+        params = spec["environment"].get("params") or {}
+        out["package"] = {"name": params.get("package"), "version": params.get("version"),
+                          "verifiers": VERIFIERS_VERSION}  # fmt: skip
     environment = experiment.environment if experiment is not None and experiment.environment_id else None
     if environment is not None:
         out.update(id=environment.pk, name=environment.name, latest_version=environment.version,

@@ -49,6 +49,8 @@ def load_rows(spec: DataSpec) -> list[PromptRow]:
     scores; a training run draws from the pools instead, see trainers.data.procedural.source)."""
     if spec.procedural is not None:
         return held_out_rows(spec.procedural)[: spec.limit]
+    if spec.path is None:  # environment_dataset: a run's start reads them (environments.packages.prepare)
+        raise DataError("the prompts are the environment's tasks, read when the run starts")
     path = Path(spec.path)
     mapping = FieldMapping.of(spec)
     rows: list[PromptRow] = []

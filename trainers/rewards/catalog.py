@@ -517,6 +517,22 @@ class CalibrationParams(AnswerExtractParams):
         return found
 
 
+class VerifiersRewardParams(Params):
+    """One reward function (or metric) of the run's verifiers environment, computed by the package's own
+    code in its sandbox (trainers.rollout.environments.packages)."""
+
+    function: str = Field(
+        "",
+        pattern=r"^([A-Za-z_][A-Za-z0-9_]*)?$",
+        description="The task's reward function or metric; empty: every one of them, each a criterion of its own "
+        "with the package's weight times this criterion's (filled in when the run starts).",
+    )
+    environment: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The verifiers environment's settings; empty: the run's environment (filled in when it starts).",
+    )
+
+
 # Criterion kind -> its parameters model (torch-free: the studio renders forms from these).
 CRITERION_KINDS: Registry[type[Params]] = Registry("criterion kind")
 for _kind, _model in (
@@ -548,6 +564,9 @@ for _kind, _model in (
     ("flawed_positive", FlawedPositiveParams),
 ):
     CRITERION_KINDS.register(_kind)(_model)
+
+# Criteria computed by an environment package's own code (verifiers tasksets' rewards and metrics).
+CRITERION_KINDS.register("verifiers")(VerifiersRewardParams)
 
 
 def params_model(kind: str) -> type[Params]:

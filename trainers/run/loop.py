@@ -39,6 +39,7 @@ from trainers.report import NullReporter, Reporter, Rollout, RunResult, failure_
 from trainers.rewards.rubric import Rubric
 from trainers.rollout.engines.base import RolloutEngine
 from trainers.rollout.engines.catalog import create_engine
+from trainers.rollout.environments.packages.prepare import prepared
 from trainers.rollout.progress import GenerationProgress
 from trainers.run import checkpoint, sft, validation
 from trainers.run.checkpoint import CheckpointSchedule, save_checkpoint
@@ -100,6 +101,9 @@ def train(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool | st
     trainer = None
     try:
         with failure_reported(reporter):
+            # A verifiers environment: installed (its own virtual environment), its tasks and reward functions
+            # made the run's prompts and criteria (trainers.rollout.environments.packages.prepare).
+            spec = prepared(spec, reporter.log)
             spec = sft.warmed(spec, reporter)  # the cold start (spec.warm_up), if any: RL starts from its model
             trainer = Trainer(spec, reporter)
             return trainer.fit(should_stop)

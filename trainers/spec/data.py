@@ -126,6 +126,11 @@ class DataSpec(Section):
     max_prompt_tokens: int = Field(512, ge=8, le=131072, description="Longer prompts are truncated from the left.")
     shuffle: bool = Field(True, description="Shuffle prompts each epoch (seeded).")
     limit: int | None = Field(None, ge=1, description="Use only the first N rows.")
+    environment_dataset: bool = Field(
+        False,
+        description="Take the prompts from the environment's own tasks (a verifiers environment's taskset) instead "
+        "of a dataset file; they are read when the run starts.",
+    )
     skip_invalid_rows: bool = Field(
         False,
         description="Leave out the rows the run cannot use (not parsable, or a mapped field missing or wrong, as the "
@@ -136,7 +141,9 @@ class DataSpec(Section):
     def _one_prompt_source(self) -> DataSpec:
         if not self.prompt_field and not self.messages_field:
             raise ValueError("set prompt_field or messages_field")
-        if self.path is None and self.procedural is None:
+        if self.environment_dataset and (self.path is not None or self.procedural is not None):
+            raise field_error(self, "environment_dataset", "the environment's tasks are the prompts: set no path")
+        if self.path is None and self.procedural is None and not self.environment_dataset:
             raise field_error(self, "path", "set a dataset path, or procedural to generate the prompts")
         if self.path is not None and self.procedural is not None:
             raise field_error(

@@ -25,6 +25,7 @@ from trainers.rewards.criteria import (  # noqa: F401  (importing registers them
     regex,
     reward_model,
     text_similarity,
+    verifiers_reward,
 )
 from trainers.rewards.criteria.base import CRITERIA, Criterion
 

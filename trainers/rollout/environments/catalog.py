@@ -331,6 +331,54 @@ class DoorsParams(_ProceduralParams):
     instructions: bool = Field(True, description="Start with a system message describing the task.")
 
 
+VERIFIERS_VERSION = "0.4.0"  # the verifiers release a package is installed with (its own virtual environment)
+PACKAGE_NAME = r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$"  # a distribution name (PEP 508)
+PACKAGE_VERSION = r"^[0-9][0-9A-Za-z.+!_-]{0,63}$"  # one exact release, never a range
+
+
+class VerifiersParams(BaseModel):
+    """A verifiers 0.4 taskset package (as the Environments Hub publishes them), pinned, installed into a
+    virtual environment of its own by the worker; its tasks are the prompts and its rewards the criteria,
+    all of its code run in the sandbox."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    package: str = Field(..., pattern=PACKAGE_NAME, description="The package's name on the package index.",
+                         examples=["reverse-text"])  # fmt: skip
+    version: str = Field(
+        ..., pattern=PACKAGE_VERSION, description="Its exact version (pinned: recorded in the run's provenance).",
+        examples=["0.1.0"],
+    )  # fmt: skip
+    taskset: str = Field(
+        "", pattern=r"^([A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*)?$",
+        description="The module exporting the Taskset (its __all__); empty: the package's name with - as _.",
+    )  # fmt: skip
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The taskset's config fields (verifiers 0.4's arguments to the taskset, as load_environment's "
+        "keyword arguments were before).",
+        examples=[{"rows": 100}],
+    )
+    max_rows: int = Field(1000, ge=1, le=100_000, description="Tasks read from the taskset as the run's prompts.")
+    memory_mb: int = Field(
+        2048, ge=256, le=65536, description="Memory limit of the environment's sandbox (verifiers imports a lot)."
+    )
+    load_timeout_s: float = Field(
+        180, gt=0, le=1800, description="Wall-clock limit of importing the package and reading its tasks."
+    )
+    score_timeout_s: float = Field(60, gt=0, le=1800, description="Wall-clock limit of scoring one batch.")
+
+    @field_validator("package")
+    @classmethod
+    def _not_verifiers_itself(cls, name: str) -> str:
+        if name.lower().replace("_", "-") in ("verifiers", "openenv-core"):
+            raise ValueError("name the environment's package: verifiers itself comes with it")
+        return name
+
+    def module(self) -> str:
+        return self.taskset or self.package.replace("-", "_").replace(".", "_").lower()
+
+
 @dataclass(frozen=True)
 class EnvironmentKind:
     description: str  # what the studio shows beside the kind
@@ -356,6 +404,7 @@ for _kind, _entry in (
         DoorsParams)),
     ("python", EnvironmentKind(PythonEnvParams.__doc__, PythonEnvParams)),
     ("tools", EnvironmentKind(ToolsParams.__doc__, ToolsParams)),
+    ("verifiers", EnvironmentKind(VerifiersParams.__doc__, VerifiersParams)),
 ):  # fmt: skip
     ENVIRONMENT_KINDS.register(_kind)(_entry)
 

@@ -15,7 +15,7 @@ from trainers.rollout.environments.kinds import ENVIRONMENTS
 from trainers.rollout.environments.tools import TOOLS
 
 ROOT = Path(__file__).resolve().parents[4]
-BUILT_IN = ["lookup", "guess_number", "doors", "python", "tools"]
+BUILT_IN = ["lookup", "guess_number", "doors", "python", "tools", "verifiers"]
 FUNCTIONS = 'def add(a: int, b: int) -> int:\n    """Add.\n\n    Args:\n        a: one\n        b: two\n    """\n    return a + b\n'
 SETTINGS = {"calculator": {}, "python": {}, "functions": {"code": FUNCTIONS}, "search": {"dataset": "docs.jsonl"}}
 

@@ -5,6 +5,11 @@ None imports torch. Their settings (what the studio renders) are in
 from __future__ import annotations
 
 from trainers.rollout.environments.base import ENVIRONMENTS, Environment
-from trainers.rollout.environments.kinds import procedural, python_env, tools  # noqa: F401  (importing registers them)
+from trainers.rollout.environments.kinds import (  # noqa: F401  (importing registers them)
+    procedural,
+    python_env,
+    tools,
+    verifiers_env,
+)
 
 __all__ = ["ENVIRONMENTS", "Environment"]
