@@ -21,11 +21,14 @@ Seed group b: last 0.2, 0.4: mean 0.3, std sqrt(.01 + .01) = 0.1414, n 2; c: alo
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from studio.accounts.models import Team
 from studio.experiments.models import Experiment
@@ -290,3 +293,18 @@ def test_compare_names_the_seed_groups_and_only_the_settings_that_differ(api, al
     assert body["groups"] == [[runs["a1"].pk, runs["a2"].pk, runs["a3"].pk], [runs["b1"].pk]]
     assert {d["path"]: d["values"] for d in body["differences"]} == {"optim.lr": [1e-3, 1e-4, 1e-3, 1e-3],
                                                                      "optim.seed": [1, 1, 2, 3]}  # fmt: skip
+
+
+@given(
+    column=st.from_regex(table.COLUMN_PATTERN, fullmatch=True),
+    sort=st.from_regex(table.SORT_PATTERN, fullmatch=True),
+    ids=st.from_regex(table.IDS_PATTERN, fullmatch=True),
+    tag=st.from_regex(table.TAG_PATTERN, fullmatch=True),
+)
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+def test_what_the_schema_s_patterns_accept_the_parser_takes(column, sort, ids, tag):
+    """The API schema states the table's rules (COLUMN_PATTERN...): whatever they accept parses, no 400 left unstated."""
+    query = table.parse({"col": column, "sort": sort, "ids": ids, "experiment": ids, "tag": tag})
+    assert query.columns[0] == table.parse_column(column)
+    for bad in ("avg:x", "set:a..b", "run:id"):
+        assert not re.fullmatch(table.COLUMN_PATTERN, bad)
