@@ -152,7 +152,7 @@ def by_members(groups: list[dict], runs) -> dict[frozenset, dict]:
     return {frozenset(ids[i] for i in g["members"]): g for g in groups}
 
 
-def test_seed_repeats_group_into_one_row_with_mean_std_and_n(api, alice, runs):
+def test_seed_repeats_group_into_one_row_with_mean_std_and_n(api, alice, charlie, runs):
     api.force_authenticate(alice)
     response = api.get("/api/runs/groups/", {"col": ["last:reward/mean", "best:reward/mean",
                                       "best:actor/loss", "set:optim.lr", "set:optim.seed"]})  # fmt: skip
@@ -174,6 +174,8 @@ def test_seed_repeats_group_into_one_row_with_mean_std_and_n(api, alice, runs):
     assert (b["mean"], b["std"], b["n"]) == (pytest.approx(0.3), pytest.approx(math.sqrt(0.02)), 2)
     c = groups[frozenset({"c"})]["columns"]["last:reward/mean"]
     assert c == {"mean": None, "std": None, "n": 0}
+    api.force_authenticate(charlie)  # another team's owner: none of them, in groups or not
+    assert api.get("/api/runs/groups/").json()["count"] == 0 and names(api) == []
 
 
 def test_groups_sort_by_their_mean_and_page(api, alice, runs):
