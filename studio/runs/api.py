@@ -35,6 +35,7 @@ from studio.runs import (
     table,
     tags,
     texts,
+    token_data,
     usage,
 )
 from studio.runs.access import readable_run
@@ -152,16 +153,29 @@ class RunDetailSerializer(RunSerializer):
 class RolloutSerializer(serializers.ModelSerializer):
     prompt = serializers.JSONField(source="run_prompt.content", help_text="Text or a list of chat messages.")
     tools_used = serializers.SerializerMethodField(help_text="Names of the tools the episode called.")
+    logprobs = serializers.SerializerMethodField(help_text="The sampler's logprob of each sampled token, when known.")
+    teacher_tokens = serializers.SerializerMethodField(
+        help_text="On-policy distillation: [[token text, the teacher's reverse KL on it or null], ...] over the "
+        "completion's tokens; null without a teacher."
+    )
 
     class Meta:
         model = Rollout
         fields = ["id", "run", "step", "prompt_id", "sample_index", "prompt", "completion", "reward", "advantage",
                   "num_tokens", "finish_reason", "trained", "scores", "logprobs", "turns", "end_reason", "num_turns",
                   "tool_calls", "tool_errors", "tools_used", "ended_at_limit", "hinted", "hint",
-                  "hint_fraction", "split", "policy_versions", "staleness"]  # fmt: skip
+                  "hint_fraction", "split", "policy_versions", "staleness", "teacher_tokens"]  # fmt: skip
 
     def get_tools_used(self, rollout: Rollout) -> list[str]:
         return episodes.unpack_tools(rollout.tools_used)
+
+    @extend_schema_field(serializers.ListField(child=serializers.FloatField(), allow_null=True))
+    def get_logprobs(self, rollout: Rollout) -> list[float] | None:
+        return token_data.sampled(rollout.logprobs)
+
+    @extend_schema_field(serializers.ListField(child=serializers.ListField(), allow_null=True))
+    def get_teacher_tokens(self, rollout: Rollout) -> list | None:
+        return token_data.teacher_tokens(rollout.logprobs)
 
 
 class RolloutDetailSerializer(RolloutSerializer):

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import transaction
 
-from studio.runs import episodes, events, prompt_stats, prompts, signals, texts
+from studio.runs import episodes, events, prompt_stats, prompts, signals, texts, token_data
 from studio.runs.models import (
     PREVIEW_CHARS,
     WARNING_CHARS,
@@ -121,7 +121,8 @@ def rollout_row(run_id: int, rollout: Rollout, run_prompt: RunPrompt) -> Rollout
         run_id=run_id, step=rollout.step, prompt_id=str(rollout.prompt_id), sample_index=rollout.sample_index,
         run_prompt=run_prompt, completion=completion, preview=text[:PREVIEW_CHARS],
         reward=float(rollout.reward), advantage=float(rollout.advantage), num_tokens=int(rollout.num_tokens),
-        finish_reason=rollout.finish_reason, scores=scores, logprobs=rollout.logprobs, trained=rollout.trained,
+        finish_reason=rollout.finish_reason, scores=scores, trained=rollout.trained,
+        logprobs=token_data.stored(rollout.logprobs, getattr(rollout, "teacher_tokens", None)),
         turns=turns, end_reason=rollout.end_reason or "", **episodes.columns(turns, rollout.end_reason),
         hinted=rollout.hint is not None, hint=without_nul(rollout.hint or ""), hint_fraction=rollout.hint_fraction,
         split=rollout.split, policy_versions=version_spans(rollout.policy_versions),

@@ -76,6 +76,27 @@ export function versionsHtml(r) {
   return `<span class="stat versions" title="${esc(title)}">${[sampled, stale].filter(Boolean).join("; ")}</span>`;
 }
 
+// On-policy distillation: each completion token shaded by the teacher's disagreement, the per-token reverse KL
+// log p_student - log p_teacher on the sampled token (warm: the student was surer of it than the teacher;
+// cool: the teacher would have picked it more often). Levels by |KL| in nats; null: no teacher scored it.
+const KL_LEVELS = [0.1, 0.5, 1, 2];
+
+export function teacherTokensHtml(tokens) {
+  if (!Array.isArray(tokens) || !tokens.length) return "";
+  const scored = tokens.filter(([, kl]) => typeof kl === "number");
+  const mean = scored.length ? scored.reduce((sum, [, kl]) => sum + kl, 0) / scored.length : 0;
+  const spans = tokens.map(([piece, kl]) => {
+    if (typeof kl !== "number") return `<span class="tkl tkl-none" title="not scored by a teacher">${esc(piece)}</span>`;
+    const level = KL_LEVELS.filter((edge) => Math.abs(kl) >= edge).length;
+    const side = kl >= 0 ? "p" : "n";
+    return `<span class="tkl tkl-${side}${level}" data-kl="${kl}" title="reverse KL ${fmt(kl, 4)}">${esc(piece)}</span>`;
+  });
+  return `<section class="teacher-tokens"><h4>Teacher disagreement</h4>
+    <p class="muted">Per token: log p<sub>student</sub> − log p<sub>teacher</sub> of the sampled token (hover for the value);
+      warm: the student was surer than the teacher, cool: the teacher liked it more. Mean ${fmt(mean, 4)} over ${plural(scored.length, "token")}.</p>
+    <div class="textblock"><pre class="tkl-text">${spans.join("")}</pre></div></section>`;
+}
+
 function renderEpisode(turns) {
   return turns.map(turnHtml).join("");
 }
@@ -207,6 +228,7 @@ export class RolloutDetail {
       ${r.turns
         ? `<section><h4>Episode</h4><div class="textblock completion episode" data-full="turns">${renderEpisode(r.turns)}</div>${this.showAllButton(r, "turns")}</section>`
         : `<section><h4>Completion</h4><div class="textblock completion">${r.hinted ? hintHtml(r, this.showAllButton(r, "hint")) : ""}<div data-full="completion">${renderText(r.completion)}</div></div>${this.showAllButton(r, "completion")}</section>`}
+      ${teacherTokensHtml(r.teacher_tokens)}
       <section><h4>Criteria</h4><table class="criteria">${criteria || '<tr><td class="muted">no criterion scores</td></tr>'}</table></section>
       ${group.length > 1 ? `<section><h4>Group: ${group.length} completions of this prompt</h4><div class="siblings">${siblings}</div></section>` : ""}
       <section class="rollout-notes"><h4>Notes</h4><div data-notes-list></div>${this.canNote ? this.noteForm() : ""}</section>`;
