@@ -35,7 +35,9 @@ class Startup:
     def model(self) -> None:
         model = self.spec.model
         reference = " and its frozen reference (kl_beta > 0)" if self.spec.algorithm.kl_beta > 0 else ""
-        self.begin(f"loading the model {model.path}{reference}")
+        teachers = self.spec.teacher.teachers if self.spec.teacher is not None else []
+        taught = f", its teachers ({', '.join(t.name for t in teachers)})" if teachers else ""
+        self.begin(f"loading the model {model.path}{reference}{taught}")
 
     def engine(self) -> None:
         self.begin(f"starting the {self.spec.rollout.engine} engine, reading the prompts")
