@@ -177,7 +177,7 @@ def waiting_reason(count: int, worker: str, devices: Sequence[str], own: str | N
     of its pool process's GPU `own` (a worker that shares its GPUs)."""
     if count == 1 and own is not None:
         live = GpuLease.objects.filter(worker=worker, device=own).exclude(_ended())
-        lease = live.order_by("model_server_id").last()  # a model server first: it holds the whole GPU
+        lease = live.filter(model_server__isnull=False).first() or live.first()  # a server holds the whole GPU
         if part and lease is not None and lease.run_id and lease.shares > 1:
             return (f"waiting for a share of GPU {own} of {worker}: other runs hold {live.count()} of its "
                     f"{lease.shares} shares")  # fmt: skip

@@ -223,6 +223,7 @@ class LimitsChangedTest(QuotaCase):
         self.assertEqual(self.waiting_for(waiting), RUNS_LIMIT)
 
         self.client.force_login(self.operator)
+        self.assertContains(self.client.get(f"/admin/fleet/teamquota/{quota.pk}/change/"), "Max running runs")
         form = {"team": self.team.pk, "max_running_runs": 2, "max_gpus": "", "gpu_hours_per_day": "",
                 "gpu_hours_per_month": "", "note": "raised for the deadline"}  # fmt: skip
         response = self.client.post(f"/admin/fleet/teamquota/{quota.pk}/change/", form)
