@@ -26,6 +26,7 @@ from websockets.sync.client import connect
 
 from launcher.processes import ROOT, free_port
 from tests.passes import database_independent
+from tests.workers.usage_checks import check_usage
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 PASSWORD = "e2e-password-123"
@@ -136,6 +137,7 @@ def test_a_new_user_launches_the_demo_watches_it_learn_live_and_cancels_a_second
     assert len(items) == 6 * 8 * 8 and {"id", "reward", "scores", "preview"} <= set(items[0])
     run = client.get(f"/api/runs/{run_id}/").json()
     assert (run["state"], run["last_step"]) == ("succeeded", 6)
+    usage_agrees(run, events, items)  # what it used (issue 41): against its own timings, metrics and rollouts
     page = client.get(f"/api/runs/{run_id}/rollouts/?order=-reward&limit=5").json()
     assert len(page["results"]) == 5 and page["next_cursor"]
 
@@ -154,6 +156,16 @@ def test_a_new_user_launches_the_demo_watches_it_learn_live_and_cancels_a_second
     assert messages[-1]["data"]["state"] == "cancelled"
     run = client.get(f"/api/runs/{second}/").json()
     assert run["state"] == "cancelled" and 2 <= run["last_step"] < 500
+    events = messages[1:]
+    usage_agrees(run, events, [i for e in events if e["kind"] == "rollouts" for i in e["data"]["items"]])
+
+
+def usage_agrees(run: dict, events: list[dict], items: list[dict]) -> None:
+    """The run's usage (the API's `usage`) against its started/finished times, each step's metrics (the
+    websocket's) and its training rollouts' tokens: one CPU process, every step counted once."""
+    check_usage(run["usage"], started=run["started"], finished=run["finished"], processes=1,
+                step_metrics=[e["data"]["values"] for e in events if e["kind"] == "metrics"],
+                rollout_tokens=sum(i["num_tokens"] for i in items if i["split"] == "train"))  # fmt: skip
 
 
 def test_try_it_scores_on_the_worker_and_bad_rubric_code_gets_a_clear_error(studio):
