@@ -18,6 +18,7 @@ from trainers.report import Reporter, failure_reported
 from trainers.rewards.rubric import Rubric
 from trainers.rollout.engines.base import RolloutEngine, SamplingParams
 from trainers.rollout.engines.catalog import create_engine
+from trainers.rollout.environments.packages.prepare import prepared
 from trainers.rollout.generate import ScoredGroup, generate_and_score
 from trainers.run.records import episode_rollout
 from trainers.run.seeding import seed_everything
@@ -44,6 +45,7 @@ def evaluate(spec: RunSpec, reporter: Reporter, should_stop: Callable[[], bool] 
     rubric = engine = None
     try:
         with failure_reported(reporter):
+            spec = prepared(spec, reporter.log)  # a verifiers environment's tasks and criteria, as a run's start
             seed_everything(spec.optim.seed)
             model, tokenizer = load_policy(spec.model, default_device(), checkpoint=spec.eval.checkpoint)
             model.eval()

@@ -22,6 +22,8 @@ from trainers.rollout.environments.catalog import VerifiersParams
 from trainers.rollout.environments.packages import venvs
 from trainers.rollout.environments.packages.prepare import prepared
 from trainers.rollout.environments.packages.verifiers_host import VerifiersError, VerifiersHost, host_for
+from trainers.run.evaluate import evaluate
+from trainers.run.loop import train
 from trainers.sandbox.process import _project_root, isolation
 from trainers.spec import RunSpec
 
@@ -71,15 +73,19 @@ def test_a_package_off_the_operator_s_list_is_refused_before_anything_is_install
     assert not list(tmp_path.iterdir())
 
 
-def test_an_install_that_fails_says_pip_s_reason_and_leaves_nothing(monkeypatch, tmp_path):
-    monkeypatch.setenv("ROLLOUT_ENV_PACKAGES_DIR", str(tmp_path))
+def test_a_run_whose_package_cannot_be_installed_fails_saying_pip_s_reason(monkeypatch, tmp_path, tiny_model_path):
+    monkeypatch.setenv("ROLLOUT_ENV_PACKAGES_DIR", str(tmp_path / "envs"))
     monkeypatch.setenv("ROLLOUT_ENV_PIP_INDEX", (tmp_path / "empty-index").as_uri())
     (tmp_path / "empty-index").mkdir()
-    with pytest.raises(venvs.PackageInstallError) as failed:
-        venvs.ensure_installed("rollout-no-such-taskset", "9.9")
-    assert "pip could not install rollout-no-such-taskset==9.9" in str(failed.value)
-    assert "No matching distribution found for rollout-no-such-taskset==9.9" in str(failed.value)
-    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")] == ["empty-index"]
+    spec = verifiers_spec(tiny_model_path, tmp_path, package="rollout-no-such-taskset", version="9.9")
+    reporter = MemoryReporter()
+    with pytest.raises(venvs.PackageInstallError):
+        train(spec, reporter)
+    state, detail = reporter.states[-1]
+    assert state == "failed"
+    assert "pip could not install rollout-no-such-taskset==9.9" in detail
+    assert "No matching distribution found for rollout-no-such-taskset==9.9" in detail
+    assert [p.name for p in (tmp_path / "envs").iterdir() if not p.name.startswith(".")] == []  # nothing half-made
 
 
 def test_the_tasks_are_the_prompts_and_each_reward_a_criterion(package, operator, tiny_model_path, tmp_path):
@@ -110,6 +116,16 @@ def test_the_tiny_model_trains_on_a_verifiers_taskset(package, operator, tiny_mo
         assert scores["reply_chars"].score == len(text.strip())  # the package's own metric, on this reply
         assert scores["brief"].score == (1.0 if len(text.strip()) <= 8 else 0.0)
         assert rollout.reward == pytest.approx(2 * scores["says_digit"].score + scores["brief"].score)
+
+
+def test_an_evaluation_scores_the_taskset_with_the_same_criteria(package, operator, tiny_model_path, tmp_path):
+    config = verifiers_spec(tiny_model_path, tmp_path).model_dump(mode="json")
+    config["eval"] = {"num_prompts": 2, "samples_per_prompt": 2}
+    reporter = MemoryReporter()
+    evaluate(RunSpec.model_validate(config), reporter)
+    assert reporter.states[-1][0] == "succeeded", reporter.states
+    keys = {key for _, values in reporter.metric_points for key in values}
+    assert {"eval/reward/says_digit/mean", "eval/reward/reply_chars/mean"} <= keys, sorted(keys)
 
 
 def test_an_environment_with_agents_of_its_own_is_refused_in_words(package):
