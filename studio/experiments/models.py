@@ -32,8 +32,14 @@ class Experiment(TeamObject):
 
     @property
     def generates_prompts(self) -> bool:
-        """Whether the settings generate the prompts (data.procedural), leaving the dataset unread."""
-        return bool(self.generated_task)
+        """Whether the settings generate the prompts (data.procedural) or take the environment's tasks
+        (data.environment_dataset: a verifiers environment's), leaving the dataset unread."""
+        return bool(self.generated_task) or self.uses_environment_tasks
+
+    @property
+    def uses_environment_tasks(self) -> bool:
+        data = self.config.get("data") if isinstance(self.config, dict) else None
+        return isinstance(data, dict) and data.get("environment_dataset") is True
 
     @property
     def generated_task(self) -> str:
@@ -52,6 +58,8 @@ class Experiment(TeamObject):
     @property
     def prompt_source(self) -> str:
         """What the pages show for where the prompts come from: the dataset's name, or "generated: <task>"."""
+        if self.uses_environment_tasks:
+            return "the environment's tasks"
         if self.generates_prompts:
             return f"generated: {self.generated_task}"
         return str(self.dataset) if self.dataset_id else "no dataset"
@@ -66,7 +74,9 @@ class Experiment(TeamObject):
         # Generated prompts replace the dataset's rows: the spec refuses both sources at once.
         # Without a dataset (refused by the API and form unless procedural) the spec names the missing path.
         rows = self.dataset.data_spec() if self.dataset_id else {}
-        config["data"] = options if options.get("procedural") else {**rows, **options}
+        config["data"] = (
+            options if options.get("procedural") or options.get("environment_dataset") else {**rows, **options}
+        )
         config["rubric"] = copy.deepcopy(self.rubric.spec)
         if self.environment_id:
             config["environment"] = copy.deepcopy(self.environment.config_of(self.environment_version))

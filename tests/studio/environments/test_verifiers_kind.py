@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib.util
 
 from studio.environments.models import Environment
+from studio.experiments.models import Experiment
+from studio.runs.models import Run
 from tests.studio.base import StudioTestCase
 
 CONFIG = {
@@ -58,3 +60,35 @@ class VerifiersEnvironmentTest(StudioTestCase):
         ):
             self.assertIn(f'name="{name}"', text)
         self.assertIn("installed into a", text)  # the kind's description says where its code goes
+
+
+class VerifiersTasksAsPromptsTest(StudioTestCase):
+    """An experiment on a verifiers environment may take its prompts from the environment's tasks
+    (data.environment_dataset) instead of a dataset: saved and launched without one, the run's spec
+    names no data path (the worker reads the tasks when the run starts)."""
+
+    def test_an_experiment_without_a_dataset_launches_on_the_environment_s_tasks(self):
+        client = self.client_for(self.bob)
+        environment = client.post(
+            "/api/environments/", {"team": self.team.pk, "name": "reverse", "config": CONFIG}, format="json"
+        ).json()
+        body = {"team": self.team.pk, "name": "on-tasks", "rubric": self.rubric.pk, "model_path": "/models/tiny",
+                "environment": environment["id"], "config": {"data": {"environment_dataset": True}}}  # fmt: skip
+        response = client.post("/api/experiments/", body, format="json")
+        self.assertEqual(response.status_code, 201, response.content)
+        experiment = Experiment.objects.get(pk=response.json()["id"])
+        self.assertTrue(experiment.generates_prompts)
+        self.assertEqual(experiment.prompt_source, "the environment's tasks")
+        launched = client.post(f"/api/experiments/{experiment.pk}/launch/", {}, format="json")
+        self.assertEqual(launched.status_code, 201, launched.content)
+        spec = Run.objects.get(pk=launched.json()["id"]).spec
+        self.assertIsNone(spec["data"]["path"])
+        self.assertTrue(spec["data"]["environment_dataset"])
+        self.assertEqual(spec["environment"]["params"]["package"], "reverse-text")
+
+    def test_a_dataset_chosen_beside_the_tasks_is_left_unread(self):
+        body = {"team": self.team.pk, "name": "both", "dataset": self.dataset.pk, "rubric": self.rubric.pk,
+                "model_path": "/models/tiny", "config": {"data": {"environment_dataset": True}}}  # fmt: skip
+        response = self.client_for(self.bob).post("/api/experiments/", body, format="json")
+        self.assertEqual(response.status_code, 201, response.content)  # the dataset is left unread, as for procedural
+        self.assertNotIn("path", Experiment.objects.get(name="both").spec_config()["data"])
