@@ -4,6 +4,7 @@ get 404 (studio.lib.team_api)."""
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import action
@@ -95,7 +96,7 @@ class SweepViewSet(TeamScopedViewSet):
         sweep = self.get_object()
         return Response(SweepSerializer(services.stop(sweep), context=self.get_serializer_context()).data)
 
-    @extend_schema(responses={200: serializers.DictField(child=serializers.FloatField())})
+    @extend_schema(responses={200: OpenApiTypes.OBJECT}, description="{parameter: importance}, each 0 to 1.")
     @action(detail=True, methods=["get"])
     def importances(self, request, pk=None):
         """{parameter: importance} (Optuna's fANOVA over the completed trials; {} before two differ)."""

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from studio.experiments import services
 from studio.runs import events, lifecycle
-from studio.runs.models import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, MetricPoint, Run
+from studio.runs.models import CANCELLED, FAILED, RUNNING, SUCCEEDED, MetricPoint, Run
 from studio.sweeps import budget, search, space
 from studio.sweeps.models import (
     ACTIVE,
@@ -118,7 +118,7 @@ def follow(sweep: Sweep, study, trial: Trial) -> None:
         return
     points = list(MetricPoint.objects.filter(run=run, key=sweep.objective, step__gt=trial.reported_step)
                   .order_by("step").values_list("step", "value"))  # fmt: skip
-    handle = search.handle(study, trial.number) if points or run.state in (QUEUED, RUNNING) else None
+    handle = search.handle(study, trial.number) if points else None
     for at, value in points:
         handle.report(float(value), at)
     if points:

@@ -3,7 +3,6 @@ trials, settings against the objective, the importances) and its actions (stop, 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib import messages
@@ -130,7 +129,7 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "sweeps/detail.html", {
         "sweep": sweep, "names": names, "rows": rows, "summary": summary, "plot": plot,
         "ranges": [space.describe(p) for p in sweep.parameters], "rule": search.rule(sweep), "run_ids": run_ids,
-        "can_edit": perms.has_role(request.user, sweep.team_id, perms.EDIT), "plot_json": json.dumps(plot),
+        "can_edit": perms.has_role(request.user, sweep.team_id, perms.EDIT),
     })  # fmt: skip
 
 

@@ -64,8 +64,9 @@ def stop(sweep: Sweep) -> Sweep:
     import optuna
 
     Sweep.objects.filter(pk=sweep.pk, state=ACTIVE).update(state=STOPPED, ended_because="stopped by a user")
-    study = search.load(sweep)
-    for trial in sweep.trials.filter(state=T_RUNNING).select_related("run"):
+    running = list(sweep.trials.filter(state=T_RUNNING).select_related("run"))
+    study = search.load(sweep) if running else None  # Optuna only when there is something to tell it
+    for trial in running:
         if trial.run is not None and trial.run.state in (QUEUED, RUNNING):
             with contextlib.suppress(lifecycle.RunActionError):  # it ended meanwhile
                 lifecycle.request_cancel(trial.run)
@@ -116,7 +117,8 @@ def delete(sweep: Sweep) -> None:
 
     if sweep.state == ACTIVE:
         stop(sweep)
-    name = sweep.study_name
+    name, made = sweep.study_name, sweep.trials.exists()  # its first pass made the study with its first trial
     sweep.delete()
-    with contextlib.suppress(KeyError):  # a study already gone
-        optuna.delete_study(study_name=name, storage=search.storage.storage())
+    if made:
+        with contextlib.suppress(KeyError):  # a study already gone
+            optuna.delete_study(study_name=name, storage=search.storage.storage())
