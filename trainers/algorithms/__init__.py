@@ -19,6 +19,8 @@ without torch). The registries are `trainers.registry.Registry` instances.
 - `sample_weights` NSR / PSR / W-REINFORCE: the +-1 estimator and `signed_advantage_weights`
 - `token_selection` forking tokens, Clip-Cov, KL-Cov: `TokenSelection` and the batch-level selections
 - `guidance`       the SFT term on reference solutions of failed prompts (LUFFY / ReLIFT style)
+- `distillation`   `DISTILL_SIGNALS`: fn(student_logp, teacher_logp, mask) -> (B, T), on-policy distillation's
+                   per-token term; `distilled_advantages`, `teacher_mean` (several teachers of one row)
 - `masked`         `masked_sum`, `masked_mean`, `masked_var`, `masked_whiten`, `zero_masked`
 - `groups`         per-group statistics broadcast to samples, groups keyed by an id or a key row:
                    `group_size`, `group_mean`, `group_std`, `group_normalise`, `group_has_spread`

@@ -105,6 +105,7 @@ class ModelTeacher:
     @classmethod
     def load(cls, spec: TeacherModelSpec, model_spec: ModelSpec, student_tokenizer, frozen: FrozenLogprobs,
              device: torch.device) -> ModelTeacher:  # fmt: skip
+        # deferred: loading pulls in transformers' model classes, which only a model teacher needs
         from trainers.models.loading import is_adapter_folder, load_causal_lm, load_tokenizer, require_model_folder
 
         path = str(spec.path)
@@ -157,7 +158,7 @@ class EndpointTeacher:
     echo and logprobs 0 and max_tokens 0, so the answer's logprobs are the teacher's of every token sent."""
 
     def __init__(self, spec: TeacherModelSpec, student_tokenizer) -> None:
-        from openai import OpenAI
+        from openai import OpenAI  # deferred: the client (and httpx) only for an endpoint teacher
 
         self.name, self.spec, self.tokenizer = spec.name, spec, student_tokenizer
         key = endpoint_key(spec.api_key_env, str(spec.base_url))
