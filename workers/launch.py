@@ -88,22 +88,24 @@ def claim_fairly(run: Run, worker: str) -> tuple[Run, list[str]] | None:
     GPU, is not tried again for the team's (or the same need's) other runs in the same pass."""
     pool = gpu.pool_gpus()
     refused: dict[tuple[int, float], Waits] = {}  # (team, GPUs) its limits refused this pass
-    no_gpus: dict[Need, Waits] = {}  # needs that found no free GPU here this pass
+    # Needs that found no free GPU here this pass, per team: the words name a model server to its own team only.
+    no_gpus: dict[tuple[Need, int], Waits] = {}
     own: Waits | None = None
     for candidate in fairness.fair_order(task_queue(lifecycle.task_for(run)), include=run):
         need = need_of(candidate, pool)
-        known = refused.get((candidate.team_id, need.gpus)) or no_gpus.get(need)
+        known = refused.get((candidate.team_id, need.gpus)) or no_gpus.get((need, candidate.team_id))
         outcome = known if known is not None else _attempt(candidate, worker, pool, need)
         if isinstance(outcome, list):
-            if candidate.pk != run.pk and own is None and Run.objects.filter(pk=run.pk, state=QUEUED).exists():
-                _note_limits(run, need_of(run, pool))
+            if candidate.pk != run.pk and Run.objects.filter(pk=run.pk, state=QUEUED).exists():
+                if own is None:  # not tried: a fairer run came first
+                    _note_limits(run, need_of(run, pool))
                 lifecycle.enqueue(run)  # its message started another run: it gets a new one
             return candidate, outcome
         if isinstance(outcome, Waits):
             if outcome.limits:
                 refused[(candidate.team_id, need.gpus)] = outcome
             else:
-                no_gpus[need] = outcome
+                no_gpus[(need, candidate.team_id)] = outcome
             lifecycle.note_waiting(candidate.pk, outcome.words)
             if candidate.pk == run.pk:
                 own = outcome

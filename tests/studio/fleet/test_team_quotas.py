@@ -162,7 +162,8 @@ class GpuHoursLimitTest(QuotaCase):
         self.used(3, timezone.now())
         self.limit(gpu_hours_per_day=3)
         mine, theirs = self.queued(), self.queued(team=self.other_team)
-        self.assertEqual(self.take(mine, "0")[0].pk, theirs.pk)
+        self.assertEqual(self.take(mine, "0")[0].pk, theirs.pk)  # tried first (no run of its team runs), refused
+        self.assertNotEqual(Run.objects.get(pk=mine.pk).celery_task_id, "sent")  # its message went: a new one
         self.assertTrue(self.waiting_for(mine).startswith(
             "waiting for its team's limits: team Alice's team has used 3 of its 3 GPU-hours today (UTC)"))  # fmt: skip
 
