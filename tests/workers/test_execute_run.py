@@ -177,9 +177,7 @@ class ExecuteRunTest(StudioTestCase):
         # The run page shows it as a banner; the runs list says it beside a run that is still going.
         self.client.force_login(self.carol)
         page = self.client.get(f"/runs/{run.pk}/").content.decode()
-        self.assertIn(
-            "data-run-warning >⚠ <span data-run-warning-text>scoring failed: criterion &#x27;broken&#x27;", page
-        )
+        self.assertIn('<p>⚠ <span data-run-warning-text>scoring failed: criterion &#x27;broken&#x27;', page)
         self.assertIn(f"scoring failed · broken {total}/{total}</span>", page)
         Run.objects.filter(pk=run.pk).update(state="running", error="")
         listed = self.client.get("/runs/")
