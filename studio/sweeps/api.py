@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from studio.accounts import permissions as perms
 from studio.experiments.api import ExperimentSerializer
 from studio.experiments.models import Experiment
+from studio.lib.api_schema import error
 from studio.lib.fields import BoundedPrimaryKeyRelatedField, StudioModelSerializer
 from studio.lib.team_api import TeamScopedViewSet
 from studio.sweeps import search, services
@@ -72,6 +73,11 @@ class SweepViewSet(TeamScopedViewSet):
     model = Sweep
     serializer_class = SweepSerializer
     http_method_names = ["get", "post", "delete", "head", "options"]
+    error_responses = {
+        "create": {"404": error("No experiment of your teams has this id.")},
+        "trial_experiment": {"400": error("The experiment's settings with the trial's values are refused (each "
+                                          "field named).")},
+    }  # fmt: skip
 
     def create(self, request, *args, **kwargs):
         serializer = SweepSerializer(data=request.data, context=self.get_serializer_context())
