@@ -49,6 +49,7 @@ from studio.rubrics.models import Rubric
 from studio.runs import events
 from studio.runs.models import Checkpoint, PromptStat, Rollout, Run
 from studio.sharing.models import Note, ShareLink
+from studio.sweeps.models import T_COMPLETE, Sweep, Trial
 from studio.tracking import services as tracking_services
 from tests.studio import people
 from tests.studio.base import RUBRIC, StudioTestCase, model_folder
@@ -63,6 +64,8 @@ PAIRS = [{"prompt": "What is 2+2?", "completion": "4", "answer": "4"}]
 TRY_ROWS = {"rows": [{"prompt": "Count down"}], "model": "/models/tiny"}
 EXPERIMENT = {"team": "{team}", "name": "made", "dataset": "{dataset}", "rubric": "{rubric}",
               "model_path": "/models/tiny", "config": {"optim": {"total_steps": 5}}}  # fmt: skip
+SWEEP = {"experiment": "{experiment}", "parameters": [{"name": "optim.lr", "kind": "float", "low": 1e-6, "high": 1e-2}],
+         "sampler": "random", "max_trials": 2, "max_concurrent": 1}  # fmt: skip
 SUITE = {"team": "{team}", "name": "made", "tasks": [{"name": "qa", "dataset": "{dataset}", "rubric": "{rubric}"}]}
 
 
@@ -113,6 +116,7 @@ API_POLICY = [
     row("GET",    "/api/criterion-kinds/",                         200,  200,  200,  200,  403),
     row("GET",    "/api/schema/",                                  200,  200,  200,  200,  200),
     row("GET",    "/api/fleet/",                                   200,  200,  200,  200,  403),
+    row("GET",    "/api/fleet/quotas/",                            200,  200,  200,  200,  403),  # each their own teams'
     # --- datasets
     row("GET",    "/api/datasets/",                                200,  200,  200,  200,  403),
     row("POST",   "/api/datasets/",                                201,  201,  403,  404,  403,
@@ -185,6 +189,13 @@ API_POLICY = [
     row("GET",    "/api/runs/{run}/prompts/",                      200,  200,  200,  404,  403, guest=200),
     row("GET",    "/api/runs/{run}/prompts/{prompt}/",               200,  200,  200,  404,  403, guest=200),
     row("GET",    "/api/compare/?runs={run}",                      200,  200,  200,  404,  403, guest=403),
+    # the runs table's seed groups and a metric's band over several runs: what members see; any run not the
+    # user's to see makes the band 404
+    row("GET",    "/api/runs/groups/",                             200,  200,  200,  200,  403),
+    row("GET",    "/api/runs/band/?ids={run}&key=reward/mean",     200,  200,  200,  404,  403, guest=403),
+    # tags: owners and editors set them
+    row("POST",   "/api/runs/{run}/tags/",                         200,  200,  403,  404,  403, guest=403,
+        body={"tags": ["baseline"]}),
     # --- notes: members read; owners and editors write; the author or an owner deletes
     row("GET",    "/api/runs/{run}/notes/",                        200,  200,  200,  404,  403, guest=200),
     row("POST",   "/api/runs/{run}/notes/",                        201,  201,  403,  404,  403, guest=403,
@@ -240,6 +251,14 @@ API_POLICY = [
         body={"team": "{team}", "experiment": "{experiment}", "suite": "{suite}", "every_n_checkpoints": 3}),
     row("PATCH",  "/api/training-suites/{training_suite}/",        200,  200,  403,  404,  403, body={"every_n_checkpoints": 4}),
     row("DELETE", "/api/training-suites/{fresh_training_suite}/",  204,  204,  403,  404,  403),
+    # --- sweeps (studio.sweeps): like experiments; the experiment is checked before the body (outsider: 404)
+    row("GET",    "/api/sweeps/",                                  200,  200,  200,  200,  403),
+    row("POST",   "/api/sweeps/",                                  201,  201,  403,  404,  403, body=SWEEP),
+    row("GET",    "/api/sweeps/{sweep}/",                          200,  200,  200,  404,  403),
+    row("DELETE", "/api/sweeps/{fresh_sweep}/",                    204,  204,  403,  404,  403),
+    row("POST",   "/api/sweeps/{fresh_sweep}/stop/",               200,  200,  403,  404,  403),
+    row("GET",    "/api/sweeps/{sweep}/importances/",              200,  200,  200,  404,  403),
+    row("POST",   "/api/sweeps/{sweep}/trials/{trial}/experiment/", 201, 201,  403,  404,  403),
 ]
 # fmt: on
 
@@ -363,6 +382,24 @@ class StudioCells(StudioTestCase):
     def cell_fresh_training_suite(self, role):
         experiment = self.cell_fresh_experiment(role)
         return TrainingSuite.objects.create(team=self.team, experiment_id=experiment, suite_id=self.cell_suite(role)).pk
+
+    # A sweep's rows (no study yet: its driver makes that; nothing here reaches Optuna) and a completed trial.
+    def _new_sweep(self, name: str) -> Sweep:
+        return Sweep.objects.create(team=self.team, experiment=self.experiment, name=name, created_by=self.alice,
+                                    parameters=SWEEP["parameters"], study_name=f"matrix-{next(SERIAL)}")  # fmt: skip
+
+    def cell_sweep(self, role):
+        if not hasattr(self, "sweep"):
+            self.sweep = self._new_sweep("lr")
+        return self.sweep.pk
+
+    def cell_fresh_sweep(self, role):
+        return self._new_sweep(f"fresh {role}").pk
+
+    def cell_trial(self, role):
+        Trial.objects.get_or_create(sweep_id=self.cell_sweep(role), number=0,
+                                    defaults={"values": {"optim.lr": 1e-4}, "state": T_COMPLETE, "objective": 0.5})  # fmt: skip
+        return 0
 
     def cell_queued_run(self, role):
         return self.make_run(state="queued").pk
