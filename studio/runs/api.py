@@ -133,8 +133,15 @@ class TableRunSerializer(RunSerializer):
         return getattr(run, "table_columns", {})
 
 
+@extend_schema_field({"type": "array", "maxItems": tags.TAGS_MAX,
+                      "items": {"type": "string", "pattern": tags.TAG_SCHEMA_PATTERN}})  # fmt: skip
+class TagListField(serializers.ListField):
+    """Any JSON items, each checked by studio.runs.tags.cleaned (which names `tags` for one that is not text); the
+    schema states that rule: text, at most TAGS_MAX of them."""
+
+
 class TagsSerializer(serializers.Serializer):
-    tags = serializers.ListField(
+    tags = TagListField(
         child=serializers.JSONField(), allow_empty=True,  # each checked by studio.runs.tags.cleaned: text only
         help_text=f"The run's tags, all of them (an empty list clears them): at most {tags.TAGS_MAX}, each at most "
         f"{tags.RunTag.NAME_MAX} characters of letters, digits and . _ : / + -.",
@@ -273,9 +280,13 @@ BAND = inline_serializer("MetricBand", {
 MAX_BAND_RUNS = 50
 
 
+# band's ?ids=: table.IDS_PATTERN's shape, but at least one id and at most MAX_BAND_RUNS.
+BAND_IDS_PATTERN = rf"^[ ,]*{table.ID_RULE}[ ]*(,[ ,]*{table.ID_RULE}[ ]*){{0,{MAX_BAND_RUNS - 1}}}[ ,]*$"
+
+
 def _band_parameters() -> list[OpenApiParameter]:
     return [
-        OpenApiParameter(table.IDS, {"type": "string", "pattern": table.IDS_PATTERN}, required=True,
+        OpenApiParameter(table.IDS, {"type": "string", "pattern": BAND_IDS_PATTERN}, required=True,
                          description=f"The runs, ids separated by commas (1 to {MAX_BAND_RUNS})."),
         OpenApiParameter("key", {"type": "string", "pattern": rf"^[^\x00-\x1f]{{1,{run_sort.KEY_CHARS}}}$"},
                          required=True, description="The metric key, e.g. reward/mean."),

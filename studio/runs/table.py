@@ -72,8 +72,9 @@ COLUMN_PATTERN = rf"^({_COLUMN_RULE})$"
 # A column, or a bare metric key (run_sort's: no leading -) that does not read as one.
 SORT_PATTERN = (rf"^(-?({_COLUMN_RULE}|(?!(last|best|max|min|at[0-9]+|set|run):)[^-\x00-\x1f]"
                 rf"[^\x00-\x1f]{{0,{run_sort.KEY_CHARS - 1}}}))?$")  # fmt: skip
-_ID_RULE = r"[1-9][0-9]{0,17}"
-IDS_PATTERN = rf"^[ ,]*({_ID_RULE}[ ]*(,[ ,]*{_ID_RULE}[ ]*){{0,{MAX_IDS - 1}}})?[ ,]*$"
+# An id as the API schema states it.
+ID_RULE = r"[1-9][0-9]{0,17}"
+IDS_PATTERN = rf"^[ ,]*({ID_RULE}[ ]*(,[ ,]*{ID_RULE}[ ]*){{0,{MAX_IDS - 1}}})?[ ,]*$"
 TAG_PATTERN = rf"^[^\x00-\x1f]{{0,{RunTag.NAME_MAX}}}$"
 
 

@@ -14,6 +14,8 @@ from studio.runs.models import Run, RunTag
 TAGS_MAX = 20
 # Letters, digits and . _ : / + - (a tag is a word to type in a link's ?tag=, so no spaces or commas).
 _TAG = re.compile(r"[\w.:/+-]+")
+# The same rule as the API schema states it (a tag is trimmed before the check; an empty one is dropped).
+TAG_SCHEMA_PATTERN = rf"^\s*[\w.:/+-]{{0,{RunTag.NAME_MAX}}}\s*$"
 
 
 def cleaned(names: Iterable[object]) -> list[str]:
