@@ -162,15 +162,24 @@ def _bad(exc: ValueError) -> JsonResponse:
     return JsonResponse({"error": {"message": getattr(exc, "message", str(exc)), "param": param}}, status=400)
 
 
-@login_required
-def playground_save(request: HttpRequest, run_id: int) -> HttpResponse:
+def _save_request(request: HttpRequest, run_id: int) -> tuple[Run, dict[str, Any], str, list[dict[str, Any]]] | JsonResponse:
+    """A save's (run, body, model name, checked messages): a POST by an owner or editor of the run's team
+    (403/404 otherwise); the JSON error to answer instead when the body is refused."""
     if request.method != "POST":
         return JsonResponse({"error": {"message": "use POST", "param": None}}, status=405)
     run = perms.get_for(request.user, Run.objects, run_id, perms.EDIT)
     try:
-        _, name, messages = _saved_conversation(request)
+        return (run, *_saved_conversation(request))
     except ValueError as exc:
         return _bad(exc)
+
+
+@login_required
+def playground_save(request: HttpRequest, run_id: int) -> HttpResponse:
+    asked = _save_request(request, run_id)
+    if isinstance(asked, JsonResponse):
+        return asked
+    run, _, name, messages = asked
     note = Note.objects.create(run=run, author=request.user, tag=PLAYGROUND_TAG,
                                text=conversation_text(name[:200], messages))  # fmt: skip
     notes_changed(run.pk, note.pk)
@@ -181,13 +190,10 @@ def playground_save(request: HttpRequest, run_id: int) -> HttpResponse:
 def playground_save_row(request: HttpRequest, run_id: int) -> HttpResponse:
     """The conversation as the last row of a dataset of the run's team (`dataset`: its id, or "new" for a
     new "Playground conversations" dataset), to train or evaluate on later."""
-    if request.method != "POST":
-        return JsonResponse({"error": {"message": "use POST", "param": None}}, status=405)
-    run = perms.get_for(request.user, Run.objects, run_id, perms.EDIT)
-    try:
-        body, _, messages = _saved_conversation(request)
-    except ValueError as exc:
-        return _bad(exc)
+    asked = _save_request(request, run_id)
+    if isinstance(asked, JsonResponse):
+        return asked
+    run, body, _, messages = asked
     target = body.get("dataset")
     pk = None if target == "new" else as_id(target)
     if target != "new" and pk is None:
