@@ -14,6 +14,7 @@ from studio.environments.models import Environment
 from studio.evaluations import forms, services, suite_tasks, table
 from studio.evaluations.api import SuiteSerializer
 from studio.evaluations.models import Suite, SuiteRun
+from studio.experiments import paths
 from studio.lib.errors import FieldErrors
 from studio.lib.page_forms import flat_errors, serializer_context
 from studio.rubrics.models import Rubric
@@ -84,11 +85,14 @@ def suite_launch(request: HttpRequest, pk: int) -> HttpResponse:
             return redirect("suite-run", pk=suite_run.pk)
         except (FieldErrors, suite_tasks.TasksRefused) as exc:
             errors = {k: str(v) for k, v in exc.errors.items()}
-    checkpoints = (Checkpoint.objects.filter(run__team=suite.team).select_related("run")
-                   .order_by("-run__created", "-run_id", "step"))[:500]  # fmt: skip
+    rows = (Checkpoint.objects.filter(run__team=suite.team).select_related("run")
+            .order_by("-run__created", "-run_id", "step"))[:500]  # fmt: skip
+    # A run keeps only its newest checkpoint.keep_last folders: the rows of deleted ones are not offered
+    # (launching on one would be refused: "folder ... does not exist").
+    checkpoints = [c for c in rows if paths.missing_folder_error(c.path, adapters_ok=True) is None]
     models = sorted({(c.run.spec.get("model") or {}).get("path", "") for c in checkpoints} - {""})
     context = {"suite": suite, "errors": errors, "values": values, "checkpoints": checkpoints,
-               "suggested_base_models": models}  # fmt: skip
+               "suggested_base_models": models, "gone": len(rows) - len(checkpoints)}  # fmt: skip
     return render(request, "evaluations/launch.html", context, status=400 if errors else 200)
 
 

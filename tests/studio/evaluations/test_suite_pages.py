@@ -52,8 +52,12 @@ class SuitePagesTest(StudioTestCase):
         self.client.force_login(self.carol)
         self.assertEqual(self.client.get(f"/suites/{suite.pk}/launch/").status_code, 403)
         self.client.force_login(self.bob)
+        # an older checkpoint whose folder the run deleted (checkpoint.keep_last) is not offered, and that is said
+        gone = Checkpoint.objects.create(run=trained, step=3, path=str(self.data_dir / f"runs/{trained.pk}/step-3"))
         form = self.client.get(f"/suites/{suite.pk}/launch/")
         self.assertContains(form, f'value="{step.pk}"')
+        self.assertNotContains(form, f'value="{gone.pk}"')
+        self.assertContains(form, "1 older checkpoint not offered: its folder is gone")
         sent = mock.Mock(return_value=mock.Mock(id="task-1"))
         with mock.patch.object(celery_app, "send_task", sent), self.captureOnCommitCallbacks(execute=True):
             answer = self.client.post(f"/suites/{suite.pk}/launch/", {"checkpoints": [step.pk], "base_models": base})
