@@ -141,7 +141,7 @@ def main() -> None:
         studio = LiveStudio(Path(tmp)).start(worker=True)
         try:
             started = time.monotonic()
-            overrides = {"optim": {"total_steps": args.steps}, "checkpoint": {"every_n_steps": 1},
+            overrides = {"optim": {"total_steps": args.steps}, "checkpoint": {"every_n_steps": 1, "keep_last": args.steps},
                          "validation": {"every_n_steps": 1000, "at_start": False}}  # fmt: skip
             if args.group_size:
                 overrides["algorithm"] = {"group_size": args.group_size}
