@@ -201,11 +201,11 @@ STATED_EVERYWHERE = [
     (r"name", r"already exists"),  # a team's name is unique
     (r"non_field_errors", r"Unable to log in"),  # a password that is not the user's
     (r"cursor", r"not a cursor this endpoint gave out"),  # opaque: only the server makes one
-    # Settings: text that must parse (a regex, code), an order between two settings, one setting that
-    # another's value requires.
+    # Settings: text that must parse (a regex, code; code that defines the function its description names),
+    # an order between two settings, one setting that another's value requires.
     (
         r".+\..+",
-        r"invalid regular expression|syntax error|needs a |must be (above|below)|must not exceed|"
+        r"invalid regular expression|syntax error|must define a top-level function|needs a |must be (above|below)|must not exceed|"
         r"must lie between|name the split|set a held-out dataset|in formula|invalid formula|not both|must contain \{|must lie in|"
         r"is (above|below)|give .+, or |it needs mode ",
     ),  # fmt: skip
