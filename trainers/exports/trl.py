@@ -338,7 +338,8 @@ def _studio_only(ledger: Ledger) -> None:
             ledger.unmapped_because(name, "a setting of the studio's evaluation-only runs (pass@k of a checkpoint)")
     studio = "the studio's own (how its workers run, restart and report), not a training setting"
     for name in ("checkpoint.max_restarts", "checkpoint.every_n_minutes", "reward.failure_warn_share",
-                 "reward.stop_after_failing_steps", "optim.logprob_chunk_mib", "rollout.vllm_enforce_eager"):  # fmt: skip
+                 "reward.stop_after_failing_steps", "optim.logprob_chunk_mib", "rollout.vllm_enforce_eager",
+                 "rollout.cuda_graphs"):  # fmt: skip
         ledger.unmapped_because(name, studio if not name.startswith(("optim.", "rollout.")) else
                                 "memory and speed only; no GRPOConfig setting")  # fmt: skip
 

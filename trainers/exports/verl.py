@@ -306,7 +306,7 @@ def _studio_only(ledger: Ledger) -> None:
     for name in ("checkpoint.max_restarts", "checkpoint.every_n_minutes", "reward.failure_warn_share",
                  "reward.stop_after_failing_steps"):  # fmt: skip
         ledger.unmapped_because(name, "the studio's own (how its workers run, restart and report)")
-    for name in ("optim.logprob_chunk_mib", "rollout.generation_batch_size"):
+    for name in ("optim.logprob_chunk_mib", "rollout.generation_batch_size", "rollout.cuda_graphs"):
         ledger.unmapped_because(name, "memory and speed only; no ppo_trainer key")
     ledger.unmapped_because("optim.seed", "verl's config has no run seed: its data loader and sampler seed themselves")
     if ledger.value("rollout.stop"):

@@ -82,6 +82,12 @@ class RolloutSpec(Section):
     top_k: int = Field(0, ge=0, description="Top-k sampling; 0 disables.")
     stop: list[str] = Field(default_factory=list, description="Stop strings (besides EOS).")
     generation_batch_size: int = Field(64, ge=1, description="Sequences generated per engine call.")
+    cuda_graphs: bool = Field(
+        True,
+        description="Transformers engine on a CUDA device: decode on a fixed-shape KV cache by replaying CUDA graphs "
+        "(captured once per batch-size bucket, kept across training steps), so a small model's decode step is not "
+        "bound by kernel launches. Off: every decode step runs eagerly. No effect on the CPU, which has no graphs.",
+    )
     vllm_gpu_memory_utilization: float = Field(
         0.3,
         gt=0,

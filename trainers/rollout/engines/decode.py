@@ -16,7 +16,17 @@ finished row in the batch. A GRPO step samples G completions of each prompt, so 
   temperature, before top-k/top-p, as `trainers.update.logprobs` computes them), not from a
   second forward pass.
 
-Sampling draws from torch's global generator (`torch.multinomial`), which the checkpoint
+With a `StaticDecoder` (the engine keeps one per device) the decode steps run on fixed
+shapes instead: the KV cache is a set of buffers kept across calls, every step attends to the
+buffer's whole capacity (columns not yet written are masked out), and the batch is padded to a
+batch-size bucket. On CUDA each bucket's step is captured once as a CUDA graph and replayed
+(as gpt-fast and vLLM do): a small model's decode step is bound by kernel launches, which a
+replay issues as one. The graphs read the parameters where they are, and the optimiser updates
+them in place, so a graph stays valid across training steps (one whose parameters moved is
+captured again). Without graphs (the CPU) the same fixed-shape step runs eagerly, with no
+bucket padding.
+
+Sampling draws from torch's global generator (the inverse-CDF draw below), which the checkpoint
 saves, so a resumed run samples the same completions. `supports_lean_decode` says whether
 a model can take this path; the engine falls back to `generate` otherwise.
 """
@@ -152,8 +162,11 @@ def lean_decode(
     between_tokens: Callable[[], None] | None = None,
     on_finished: Callable[[int], None] | None = None,
     on_token: Callable[[int, int], None] | None = None,
+    static: StaticDecoder | None = None,
 ) -> list[Decoded]:
     """`counts[i]` samples of `prompts[i]`, in order (prompt 0's samples first), as one batch.
+    `static`: decode on its fixed-shape cache (and its CUDA graphs); None: on a cache sized to
+    this batch whose attention reads only the columns filled so far.
     `between_tokens()` is called before each token is sampled; what it raises ends the batch there.
     `on_finished(k)`: k more rows have ended (at a stop, or all that are left at the length limit);
     `on_token(t, max_new_tokens)`: the batch samples its t-th token (1-based) now."""
@@ -180,7 +193,10 @@ def lean_decode(
         **({"logits_to_keep": 1} if accepts_logits_to_keep(model) else {}),
     )
     rows = torch.repeat_interleave(torch.arange(K, device=device), torch.tensor(counts, device=device))  # (B,)
-    _expand_into_preallocated(cache, rows, P + params.max_new_tokens)
+    if static is not None:
+        static.load(cache, rows, P + params.max_new_tokens)
+    else:
+        _expand_into_preallocated(cache, rows, P + params.max_new_tokens)
     logits = out.logits[:, -1][rows]  # (B, V)
     next_pos = positions[:, -1][rows] + 1  # (B,) position of the next token of each row
     use_4d = takes_4d_mask(model)
@@ -220,19 +236,25 @@ def lean_decode(
             if len(keep) == 0:
                 break
             alive, new, next_pos = alive[keep], new[keep], next_pos[keep]
-            cache.batch_select_indices(keep)
+            if static is not None:
+                static.select(keep)
+            else:
+                cache.batch_select_indices(keep)
             seen = seen[keep]
         col = P + t
         seen[:, col] = True
-        mask = _additive_mask(seen[:, : col + 1], dtype) if use_4d else seen[:, : col + 1].long()
-        out = model(
-            input_ids=new[:, None],
-            attention_mask=mask,
-            position_ids=next_pos[:, None],
-            past_key_values=cache,
-            use_cache=True,
-        )
-        logits = out.logits[:, -1]
+        if static is not None:
+            logits = static.step(cache, new, next_pos, seen, col)
+        else:
+            mask = _additive_mask(seen[:, : col + 1], dtype) if use_4d else seen[:, : col + 1].long()
+            out = model(
+                input_ids=new[:, None],
+                attention_mask=mask,
+                position_ids=next_pos[:, None],
+                past_key_values=cache,
+                use_cache=True,
+            )
+            logits = out.logits[:, -1]
         next_pos = next_pos + 1
 
     if on_finished is not None and (at_length := sum(reason == "length" for reason in ended)):
@@ -326,3 +348,221 @@ def _additive_mask(seen: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """(b, L) bool -> (b, 1, 1, L) additive mask: 0 where attended, the dtype's minimum elsewhere."""
     mask = torch.zeros(seen.shape, dtype=dtype, device=seen.device)
     return mask.masked_fill_(~seen, torch.finfo(dtype).min)[:, None, None, :]
+
+
+class GraphsUnavailable(RuntimeError):
+    """CUDA-graph decoding cannot run here (no CUDA device, or a model whose step has no fixed shape)."""
+
+
+def bucket_sizes(max_batch: int) -> list[int]:
+    """Batch sizes a graph is captured for: powers of two below `max_batch`, and `max_batch`."""
+    sizes, b = [], 1
+    while b < max_batch:
+        sizes.append(b)
+        b *= 2
+    return [*sizes, max_batch]
+
+
+class _StaticLayer:
+    """One full-attention layer's keys and values in the decoder's buffers (rows x heads x capacity x
+    head dim). A step writes its column in place (`index_copy_` at a column held in a tensor, so a
+    captured graph writes where the replay says) and attention reads the first `rows` rows over the
+    whole capacity: the shapes never change, the mask hides columns not written yet."""
+
+    is_sliding = False
+    is_compileable = False
+
+    def __init__(self, key_buf: torch.Tensor, value_buf: torch.Tensor, column: torch.Tensor, length: int) -> None:
+        self.key_buf, self.value_buf, self.column = key_buf, value_buf, column
+        self.rows = key_buf.shape[0]
+        self.length = length
+        self.is_initialized = True
+        self.dtype, self.device = key_buf.dtype, key_buf.device
+
+    @property
+    def keys(self) -> torch.Tensor:
+        return self.key_buf[: self.rows]
+
+    @property
+    def values(self) -> torch.Tensor:
+        return self.value_buf[: self.rows]
+
+    def update(self, key_states, value_states, cache_kwargs=None):
+        self.key_buf[: self.rows].index_copy_(2, self.column, key_states)
+        self.value_buf[: self.rows].index_copy_(2, self.column, value_states)
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.key_buf.shape[2], 0
+
+    def get_max_length(self) -> int:
+        return self.key_buf.shape[2]
+
+
+class StaticDecoder:
+    """Fixed-shape decode steps for one model on one device, kept by the engine across calls
+    (and training steps): KV buffers of `capacity` columns for up to `max_batch` rows, the step's
+    inputs in buffers of their own, and on CUDA with `graphs` one captured graph per batch-size
+    bucket (`bucket_sizes`), replayed for every step whose batch fits it.
+
+    A graph reads the parameters' storage as it was at capture: the optimiser's in-place updates
+    reach it, a parameter replaced by another tensor would not, so each call checks the
+    parameters' addresses and captures again when they moved. A capture that fails (a model whose
+    forward synchronises with the host, say) is said in `stats["fallback"]` and with a warning, and
+    the steps run eagerly on the same buffers. `stats` counts captures, replays and eager steps."""
+
+    def __init__(
+        self, model: Any, *, max_batch: int, graphs: bool, pad_to_buckets: bool | None = None, capacity_step: int = 64
+    ) -> None:
+        self.model = model
+        self.device = next(model.parameters()).device
+        if graphs and self.device.type != "cuda":
+            raise GraphsUnavailable(
+                f"CUDA graphs need a CUDA device, and this model is on {self.device.type}: decode there without "
+                "graphs (StaticDecoder(graphs=False), or leave rollout.cuda_graphs on: the engine uses graphs on "
+                "CUDA only)"
+            )
+        if not takes_4d_mask(model):
+            raise GraphsUnavailable(
+                "fixed-shape decoding needs an attention that reads a ready 4D mask over the whole past (eager or "
+                f"SDPA, no sliding window); this model's is {model.config._attn_implementation!r}"
+            )
+        self.graphs = graphs
+        # Padding a batch to its bucket is what lets a graph be reused; without graphs it only costs rows
+        # (the CPU tests turn it on to check that the padding rows change nothing).
+        self.pad_to_buckets = graphs if pad_to_buckets is None else pad_to_buckets
+        self.max_batch = max_batch
+        self.capacity_step = capacity_step
+        self.dtype = next(model.parameters()).dtype
+        self.stats: dict[str, Any] = {"captures": 0, "replays": 0, "eager_steps": 0, "fallback": None}
+        self._keys: list[torch.Tensor] = []
+        self._values: list[torch.Tensor] = []
+        self._graphs: dict[int, tuple[Any, torch.Tensor]] = {}  # bucket -> (CUDAGraph, its logits)
+        self._pool: Any = None
+        self._params: tuple[int, ...] = ()
+        self._filled = 0  # columns of the buffers written by this batch
+        self._layers: list[_StaticLayer] = []
+
+    def _param_addresses(self) -> tuple[int, ...]:
+        return tuple(p.data_ptr() for p in self.model.parameters())
+
+    def load(self, cache: Any, rows: torch.Tensor, capacity: int) -> None:
+        """Copy the prefilled cache's rows (`rows` indexes them, (B,)) into the buffers and put
+        layers over the buffers in its place. Grows the buffers (and drops the graphs) when the
+        batch or the completion does not fit them."""
+        B = len(rows)
+        self.max_batch = max(self.max_batch, B)
+        batch = self._bucket(B)
+        shapes = [(k.shape[1], k.shape[3], v.shape[1], v.shape[3], k.dtype) for k, v in
+                  ((layer.keys, layer.values) for layer in cache.layers)]  # fmt: skip
+        held = [(k.shape[1], k.shape[3], v.shape[1], v.shape[3], k.dtype) for k, v in
+                zip(self._keys, self._values, strict=True)]  # fmt: skip
+        if held != shapes or self._keys[0].shape[0] < batch or self._keys[0].shape[2] < capacity:
+            rows_now, cap_now = (self._keys[0].shape[0], self._keys[0].shape[2]) if held == shapes else (0, 0)
+            step = self.capacity_step
+            self._allocate(cache, max(batch, rows_now), max(-(-capacity // step) * step, cap_now))
+        if self.graphs and self._params != self._param_addresses():
+            self._drop_graphs()
+            self._params = self._param_addresses()
+        P = cache.layers[0].keys.shape[2]
+        for i, layer in enumerate(cache.layers):
+            self._keys[i][:B, :, :P] = layer.keys[rows]
+            self._values[i][:B, :, :P] = layer.values[rows]
+        self._filled = P
+        self._layers = [_StaticLayer(k, v, self._column, P) for k, v in zip(self._keys, self._values, strict=True)]
+        cache.layers[:] = self._layers
+
+    def _bucket(self, b: int) -> int:
+        """Rows a step of b rows runs with: its bucket when padding to buckets, b itself otherwise."""
+        return min(s for s in bucket_sizes(self.max_batch) if s >= b) if self.pad_to_buckets else b
+
+    def _allocate(self, cache: Any, batch: int, capacity: int) -> None:
+        self._drop_graphs()
+        self._keys, self._values = [], []
+        for layer in cache.layers:
+            k, v = layer.keys, layer.values
+            # zeros, not empty: masked columns are multiplied by a probability of 0, and 0 * NaN is NaN
+            self._keys.append(k.new_zeros((batch, k.shape[1], capacity, k.shape[3])))
+            self._values.append(v.new_zeros((batch, v.shape[1], capacity, v.shape[3])))
+        self._ids = torch.zeros((batch, 1), dtype=torch.long, device=self.device)
+        self._pos = torch.zeros((batch, 1), dtype=torch.long, device=self.device)
+        self._mask = torch.full((batch, 1, 1, capacity), torch.finfo(self.dtype).min, dtype=self.dtype,
+                                device=self.device)  # fmt: skip
+        self._column = torch.zeros((1,), dtype=torch.long, device=self.device)
+
+    def _drop_graphs(self) -> None:
+        self._graphs.clear()
+        self._pool = None
+
+    def select(self, keep: torch.Tensor) -> None:
+        """Keep only the rows `keep` (indices into the batch now), moved to the buffers' first rows."""
+        n, L = len(keep), self._filled
+        for k, v in zip(self._keys, self._values, strict=True):
+            k[:n, :, :L] = k[keep, :, :L]
+            v[:n, :, :L] = v[keep, :, :L]
+
+    def step(self, cache: Any, new: torch.Tensor, next_pos: torch.Tensor, seen: torch.Tensor, col: int) -> torch.Tensor:
+        """The (b, V) logits after feeding `new` (b,) at positions `next_pos` (b,), written at column
+        `col`, each row attending to its `seen` columns ((b, L) bool, L <= capacity)."""
+        b = len(new)
+        size = self._bucket(b)
+        self._ids[:b, 0] = new
+        self._pos[:b, 0] = next_pos
+        if size > b:  # rows past the batch in its bucket: harmless inputs, their outputs unread
+            self._ids[b:size] = 0
+            self._pos[b:size] = 0
+        mask = self._mask[:b, 0, 0]
+        mask.fill_(torch.finfo(self.dtype).min)
+        mask[:, : seen.shape[1]].masked_fill_(seen, 0.0)
+        self._column.fill_(col)
+        self._filled = col + 1
+        for layer in self._layers:
+            layer.rows, layer.length = size, col + 1
+        if self.graphs and self.stats["fallback"] is None:
+            graph = self._graphs.get(size) or self._capture(cache, size)
+            if graph is not None:
+                graph[0].replay()
+                self.stats["replays"] += 1
+                return graph[1][:b]
+        self.stats["eager_steps"] += 1
+        return self._forward(cache, size)[:b]
+
+    def _forward(self, cache: Any, size: int) -> torch.Tensor:
+        out = self.model(
+            input_ids=self._ids[:size],
+            attention_mask=self._mask[:size],
+            position_ids=self._pos[:size],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        return out.logits[:, -1]
+
+    def _capture(self, cache: Any, size: int) -> tuple[Any, torch.Tensor] | None:
+        """Capture the step for `size` rows (after warm-up runs on a side stream, as capture
+        requires). The warm-up runs write this step's column with this step's inputs, as the
+        replay then does again, so capturing mid-decode changes nothing. None: capture failed."""
+        import warnings
+
+        try:
+            stream = torch.cuda.Stream(self.device)
+            stream.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(stream):
+                for _ in range(2):
+                    self._forward(cache, size)
+            torch.cuda.current_stream(self.device).wait_stream(stream)
+            if self._pool is None:
+                self._pool = torch.cuda.graph_pool_handle()
+            graph = torch.cuda.CUDAGraph()
+            # thread_local: an asynchronous run trains on another thread while this one captures
+            with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
+                logits = self._forward(cache, size)
+        except Exception as exc:  # noqa: BLE001 - any failure means: no graphs, said, and decode goes on
+            self.stats["fallback"] = f"CUDA graph capture failed ({type(exc).__name__}: {exc}); decoding eagerly"
+            warnings.warn(self.stats["fallback"], RuntimeWarning, stacklevel=3)
+            return None
+        self._graphs[size] = (graph, logits)
+        self.stats["captures"] += 1
+        return self._graphs[size]

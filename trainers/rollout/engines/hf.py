@@ -20,7 +20,7 @@ import torch
 
 from trainers.models.loading import supports_lean_decode
 from trainers.rollout.engines.base import Generation, RolloutEngine, SamplingParams
-from trainers.rollout.engines.decode import Decoded, StopStrings, lean_decode
+from trainers.rollout.engines.decode import Decoded, StaticDecoder, StopStrings, lean_decode, takes_4d_mask
 from trainers.spec import RunSpec
 from trainers.update.batches import TokenBatch
 from trainers.update.logprobs import batched_logprobs, chunk_tokens_for
@@ -45,6 +45,8 @@ class HFEngine(RolloutEngine):
         self.eos_ids: list[int] = list(eos) if isinstance(eos, list | tuple) else [eos]
         self.lean = supports_lean_decode(model)  # False: every batch goes through model.generate
         self._stops: StopStrings | None = None  # built for the last stop-string list seen
+        self.cuda_graphs = spec.rollout.cuda_graphs if spec else True
+        self._static: StaticDecoder | None = None  # kept across calls: its graphs outlive a training step
 
     @property
     def device(self) -> torch.device:
@@ -103,8 +105,23 @@ class HFEngine(RolloutEngine):
             between_tokens=self.between_tokens,
             on_finished=self.completed,
             on_token=self.decoding,
+            static=self.static_decoder(),
         )
         return [self._generation(d, params) for d in decoded]
+
+    def static_decoder(self) -> StaticDecoder | None:
+        """The fixed-shape decoder with CUDA graphs where they can run: a CUDA device, graphs on
+        (rollout.cuda_graphs), an attention that takes a ready 4D mask. Elsewhere None: the decode
+        attends only to the columns filled so far, which on the CPU gives today's numbers to the
+        last bit (the fixed-shape step attends to masked columns too, which moves logprobs by ~1e-6)."""
+        if not (self.cuda_graphs and self.device.type == "cuda" and takes_4d_mask(self.model)):
+            return None
+        if self._static is None or self._static.model is not self.model or self._static.device != self.device:
+            self._static = StaticDecoder(self.model, max_batch=self.batch_size, graphs=True)
+        return self._static
+
+    def close(self) -> None:
+        self._static = None  # its buffers and graphs hold device memory
 
     def _generation(self, d: Decoded, params: SamplingParams) -> Generation:
         tokens, logprobs = d.token_ids, d.logprobs
