@@ -4,6 +4,7 @@ DistributedDataParallel (what accelerate / TRL use for data parallelism without 
 
     python bench/sharding_memory.py                     # hidden 1,024, 4 layers, 16k vocabulary (~82 M params)
     python bench/sharding_memory.py --procs 1,2 --hidden 2048
+    python bench/sharding_memory.py --procs 2 --modes replicate,ddp --micro-batches 4 --reduce every   # as before
 
 Every case is its own `torchrun --standalone` job on this machine (gloo on a CPU; NCCL where GPUs are).
 Each process builds the same randomly initialised Llama, shards or wraps it, and takes `--steps`
@@ -15,11 +16,17 @@ AdamW steps (after one warm-up step) on its share of a fixed global batch of `--
   the process count when sharded;
 - peak: the process's peak resident set (VmHWM), which adds torch itself, activations and buffers;
 - step: the median wall-clock seconds of a step.
+
+With `--micro-batches M` a process's share is split into M micro-batches whose gradients accumulate
+before the step, as the loop's micro-batches do. `--reduce once` (the default) reduces them as the loop
+does (`trainers.scale.sharding.ReduceOnLast`: replicate on the last backward only; DDP under `no_sync()`
+but the last); `--reduce every` reduces after every backward, as the loop did before.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -56,7 +63,7 @@ def worker(args: argparse.Namespace) -> None:
 
     sys.path.insert(0, str(ROOT))
     from trainers.scale.distributed import dist_info, init_distributed
-    from trainers.scale.sharding import build_mesh, run_pass, shard_model
+    from trainers.scale.sharding import ReduceOnLast, build_mesh, run_pass, shard_model
     from trainers.spec import ParallelSpec
 
     info = init_distributed(dist_info())
@@ -82,13 +89,24 @@ def worker(args: argparse.Namespace) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     gen = torch.Generator().manual_seed(1)
     batch = torch.randint(0, args.vocab, (args.batch, args.tokens), generator=gen)[info.rank :: info.world_size]
+    micro = batch.chunk(args.micro_batches)
+    once = args.reduce == "once"
 
     def step() -> None:
-        def loss():
-            return step_model(input_ids=batch, labels=batch).loss
+        reduction = ReduceOnLast(model, len(micro) if once else 0)
+        for i, rows in enumerate(micro):
 
-        out = loss() if args.mode == "ddp" else run_pass(model, loss)
-        out.backward()
+            def loss(rows=rows):
+                return step_model(input_ids=rows, labels=rows).loss / len(micro)
+
+            if args.mode == "ddp":
+                last = i == len(micro) - 1
+                with contextlib.nullcontext() if last or not once or not info.enabled else model.no_sync():
+                    loss().backward()
+                continue
+            if once:
+                reduction.next_pass()
+            run_pass(model, loss).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)  # keep the gradients allocated: they count in the state
 
@@ -103,7 +121,7 @@ def worker(args: argparse.Namespace) -> None:
     result = {
         "mode": args.mode, "world": info.world_size, "rank": info.rank, "params": params,
         "state_bytes": local_bytes(model.parameters()) + local_bytes(grads) + local_bytes(moments),
-        "peak_mib": peak_mib(), "step_s": statistics.median(times),
+        "peak_mib": peak_mib(), "step_s": statistics.median(times), "micro_batches": len(micro),
     }  # fmt: skip
     Path(args.out, f"rank{info.rank}.json").write_text(json.dumps(result))
     if info.enabled:
@@ -115,7 +133,8 @@ def run_case(args: argparse.Namespace, mode: str, procs: int) -> list[dict]:
     argv = [__file__, "--worker", "--mode", mode, "--out", str(out), "--hidden", str(args.hidden),
             "--layers", str(args.layers), "--vocab", str(args.vocab), "--batch", str(args.batch),
             "--tokens", str(args.tokens), "--steps", str(args.steps),
-            "--threads", str(max(1, (os.cpu_count() or 1) // procs))]  # fmt: skip
+            "--threads", str(max(1, (os.cpu_count() or 1) // procs)), "--micro-batches", str(args.micro_batches),
+            "--reduce", args.reduce]  # fmt: skip
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={procs}", *argv]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
@@ -138,6 +157,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4, help="sequences per step, over all processes")
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--micro-batches", type=int, default=1, help="micro-batches per process per step")
+    parser.add_argument("--reduce", choices=("once", "every"), default="once",
+                        help="with micro-batches: reduce on the last backward (the loop) or after every one")  # fmt: skip
     args = parser.parse_args()
     if args.worker:
         worker(args)
@@ -156,7 +178,8 @@ def main() -> None:
                          max(r["step_s"] for r in ranks)))  # fmt: skip
             print(f"{label:>9} x{procs}: state {state / 2**20:8.1f} MiB/process (arithmetic {predicted / 2**20:8.1f}), "
                   f"peak RSS {rows[-1][5]:8.1f} MiB, step {rows[-1][6]:.2f} s", flush=True)  # fmt: skip
-    print(f"\nmodel: {rows[0][2] / 1e6:.1f} M parameters; float32 + AdamW = 16 bytes/parameter")
+    print(f"\nmodel: {rows[0][2] / 1e6:.1f} M parameters; float32 + AdamW = 16 bytes/parameter; "
+          f"{args.micro_batches} micro-batch(es) per process per step, reduced {args.reduce}")  # fmt: skip
     print("| sharding | processes | state MiB/process | arithmetic | peak RSS MiB | step s |")
     print("|---|---|---|---|---|---|")
     for label, procs, _, state, predicted, peak, step_s in rows:

@@ -7,18 +7,30 @@ whole), the no-grad logprobs of each split, and the policy's exported weights.
 The spec says how the processes shard the model (`parallel`); a LoRA spec gets adapters whose B
 is not zero (as after some training), so that A has a gradient and merging them changes the
 exported weights. With a KL term, the reference's no-grad pass comes first in each split (a LoRA
-run's turns the adapters off and on again: they must still train after it)."""
+run's turns the adapters off and on again: they must still train after it).
 
+The filtered split's token-mean pass (three micro-batches on rank 0, three idle passes elsewhere) also
+counts the gradient collectives FSDP runs (`reductions-world<W>-rank<R>.json`), then runs again with a
+reduction after every backward, as before gradient accumulation reduced once per step ("every-pass/..."):
+the two gradients must agree."""
+
+import json
 import sys
+from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import FSDPModule
 
 from trainers.report import MemoryReporter
 from trainers.rollout.engines.vllm_weights import export_weights
 from trainers.run.loop import Trainer
+from trainers.scale import sharding
 from trainers.scale.sharding import full_tensor
 from trainers.spec import RunSpec
+from trainers.update import passes as passes_module
 from trainers.update.batches import TokenBatch
 
 PROMPT = [1, 5, 6]
@@ -34,6 +46,48 @@ def rows_of(split: str, rank: int, world: int) -> list[int]:
     if split == "shard":
         return rows[rank::world]
     return rows if rank == 0 else []
+
+
+@contextmanager
+def fsdp_collectives(counts: Counter):
+    """Count the gradient collectives FSDP2 itself calls (all-reduce across replicas, reduce-scatter within
+    a shard group): the wrappers count a call only when it comes from FSDP's collectives module."""
+    originals = {"all_reduce": dist.all_reduce, "reduce_scatter_single": dist.reduce_scatter_single}
+
+    def counted(name):
+        def call(*args, **kwargs):
+            if sys._getframe(1).f_code.co_filename.endswith("_fsdp_collectives.py"):
+                counts[name] += 1
+            return originals[name](*args, **kwargs)
+
+        return call
+
+    for name in originals:
+        setattr(dist, name, counted(name))
+    try:
+        yield counts
+    finally:
+        for name, fn in originals.items():
+            setattr(dist, name, fn)
+
+
+BACKWARDS = Counter()  # backward passes of the counted optimisation pass
+
+
+class CountedReduceOnLast(sharding.ReduceOnLast):
+    """The trainer's own plan (one reduction per step), counting the backward passes it is told of."""
+
+    def next_pass(self) -> None:
+        BACKWARDS["passes"] += 1
+        super().next_pass()
+
+
+class ReduceEveryPass(sharding.ReduceOnLast):
+    """The behaviour before one reduction per step: FSDP's default, a reduction after every backward."""
+
+    def next_pass(self) -> None:
+        BACKWARDS["passes"] += 1
+        self.done += 1
 
 
 def main(spec_path: str, out_dir: str) -> None:
@@ -54,6 +108,9 @@ def main(spec_path: str, out_dir: str) -> None:
 
     trainer.optimizer.step = capture
     out = {}
+    reductions = {}
+    # FSDP's units: each decoder layer, and the root (which holds the model, so is not among its modules)
+    units = sum(isinstance(m, FSDPModule) for m in trainer.model.modules()) + 1
     for split in ("shard", "filtered"):
         mine = rows_of(split, rank, world)
         batch = None
@@ -67,17 +124,33 @@ def main(spec_path: str, out_dir: str) -> None:
         out[f"logprobs/{split}"] = {i: logp[k, : len(COMPLETIONS[i])].clone() for k, i in enumerate(mine)}
         for mode in MODES:
             trainer.spec.algorithm.loss_agg_mode = mode
-            captured.clear()
-            if batch is not None:
-                mask = batch.completion_mask
-                advantages = torch.tensor([ADVANTAGES[i] for i in mine], device=trainer.device)[:, None] * mask
-                trainer.update.optimise(batch, mask, advantages, None, None, None)
-            else:
-                trainer.update.optimise.join_without_data()
-            out[f"{mode}/{split}"] = dict(captured)
+            counted = split == "filtered" and mode == "token-mean"
+            for case in ("once", "every") if counted else ("once",):
+                captured.clear()
+                BACKWARDS.clear()
+                passes_module.ReduceOnLast = CountedReduceOnLast if case == "once" else ReduceEveryPass
+                try:
+                    with fsdp_collectives(Counter()) as counts:
+                        optimise(trainer, batch, mine)
+                finally:
+                    passes_module.ReduceOnLast = sharding.ReduceOnLast
+                out[f"{mode}/{split}" if case == "once" else f"every-pass/{split}"] = dict(captured)
+                if counted:
+                    reductions[case] = dict(counts) | {"units": units, "passes": BACKWARDS["passes"]}
     out["export"] = {name: t.clone() for name, t in export_weights(trainer.model)}  # every process gathers
     torch.save(out, Path(out_dir) / f"grads-world{world}-rank{rank}.pt")
+    Path(out_dir, f"reductions-world{world}-rank{rank}.json").write_text(json.dumps(reductions))
     trainer.close()
+
+
+def optimise(trainer: Trainer, batch: TokenBatch | None, rows: list[int]) -> None:
+    """The trainer's optimisation pass on `batch` (the given rows' completions), or its part without data."""
+    if batch is None:
+        trainer.update.optimise.join_without_data()
+        return
+    mask = batch.completion_mask
+    advantages = torch.tensor([ADVANTAGES[i] for i in rows], device=trainer.device)[:, None] * mask
+    trainer.update.optimise(batch, mask, advantages, None, None, None)
 
 
 if __name__ == "__main__":

@@ -182,7 +182,8 @@ def assert_same_as_alone(ranks: list[dict], reference: dict, tolerance: float = 
     for case, grads in ranks[0].items():
         if case.startswith("logprobs/"):
             continue
-        expected = reference["export" if case == "export" else f"{case.split('/')[0]}/shard"]  # alone: whole batch
+        mode = "token-mean" if case.startswith("every-pass/") else case.split("/")[0]
+        expected = reference["export" if case == "export" else f"{mode}/shard"]  # alone: whole batch
         assert grads.keys() == expected.keys(), case
         for name, grad in grads.items():
             for other in ranks[1:]:
@@ -222,11 +223,34 @@ def test_sharded_processes_compute_the_one_process_loss_gradient_with_unequal_le
     torchrun("tests.trainers.distributed_loss_worker", [str(path), str(tmp_path)], nproc, 110)
     ranks = [torch.load(tmp_path / f"grads-world{nproc}-rank{r}.pt") for r in range(nproc)]
     assert set(ranks[0]) == {f"{m}/{s}" for m in MODES for s in ("shard", "filtered")} | {
-        "logprobs/shard", "logprobs/filtered", "export",
+        "logprobs/shard", "logprobs/filtered", "export", "every-pass/filtered",
     }  # fmt: skip
     worst = assert_same_as_alone(ranks, alone_grads)
     assert any(g.abs().max() > 1e-3 for g in alone_grads["token-mean/shard"].values())  # a real gradient
     print(f"\nlargest |sharded - 1-process| gradient entry (relative above 1): {worst:.1e}")
+    assert_one_reduction_per_step(tmp_path, nproc, parallel["sharding"], ranks)
+
+
+def assert_one_reduction_per_step(folder: Path, nproc: int, sharding: str, ranks: list[dict]) -> None:
+    """The filtered split's pass (3 micro-batches on rank 0, 3 idle passes on the others), its FSDP
+    collectives counted: replicate all-reduces each unit's gradient once per step (3 times when every
+    backward reduces, as before), hybrid reduce-scatters within the node on every backward and all-reduces
+    across nodes once, full reduce-scatters on every backward; and the gradient equals the one reduced
+    after every backward to 1e-6."""
+    for r in range(nproc):
+        counts = json.loads((folder / f"reductions-world{nproc}-rank{r}.json").read_text())
+        once, every = counts["once"], counts["every"]
+        units, passes = once["units"], once["passes"]
+        assert passes == every["passes"] == 3, counts
+        all_reduces = {"replicate": units, "hybrid": units, "full": 0}[sharding]
+        scatters = {"replicate": 0, "hybrid": units * passes, "full": units * passes}[sharding]
+        assert (once.get("all_reduce", 0), once.get("reduce_scatter_single", 0)) == (all_reduces, scatters), counts
+        every_all_reduces = units * passes if sharding != "full" else 0
+        assert (every.get("all_reduce", 0), every.get("reduce_scatter_single", 0)) == (every_all_reduces, scatters)
+    once, every = ranks[0]["token-mean/filtered"], ranks[0]["every-pass/filtered"]
+    assert once.keys() == every.keys()
+    for name, grad in once.items():
+        torch.testing.assert_close(grad, every[name], atol=1e-6, rtol=0, msg=name)
 
 
 @pytest.mark.timeout(180)

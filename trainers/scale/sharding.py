@@ -20,6 +20,13 @@ zero-weight passes where a process has fewer (trainers.run.loop). `run_pass` sen
 the root unit, whose hooks gather the root's parameters whichever parts of the model the pass calls
 (the logprob code calls the decoder and the head separately, never the model's own forward).
 
+Gradient accumulation reduces once per step where that costs no memory (`ReduceOnLast`): replicate
+keeps each micro-batch's gradient local and all-reduces the sum on the step's last backward (as DDP's
+`no_sync`); hybrid reduce-scatters within the node on every backward (its gradients stay divided) and
+all-reduces across nodes on the last only. Full sharding reduce-scatters on every backward: holding the
+unreduced gradients until the last would keep a whole gradient on every process, which is what sharding
+divides.
+
 A single process is never sharded: its model is used as loaded, exactly as before.
 """
 
@@ -39,6 +46,7 @@ from trainers.spec import ParallelSpec
 
 T = TypeVar("T")
 _ROOT = "_rollout_studio_fsdp_root"  # where a sharded model keeps its root unit (in its __dict__)
+_SHARDING = "_rollout_studio_sharding"  # and its parallel.sharding (how its gradients are reduced)
 
 
 class ParallelError(ValueError):
@@ -127,6 +135,7 @@ def shard_model(model: torch.nn.Module, mesh: DeviceMesh, parallel: ParallelSpec
     fully_shard(root, mesh=mesh, **policies)
     # In __dict__, not as an attribute nn.Module would register: the root holds the model already.
     model.__dict__[_ROOT] = root
+    model.__dict__[_SHARDING] = parallel.sharding
 
 
 def is_sharded(model: Any) -> bool:
@@ -146,6 +155,31 @@ def run_pass(model: Any, fn: Callable[[], T]) -> T:
     if not torch.is_grad_enabled():
         root.reshard()
     return out
+
+
+class ReduceOnLast:
+    """A step's `passes` backward passes (gradient accumulation), each one's gradient reduction set before
+    it runs (`next_pass`): replicate reduces on the last pass only, hybrid within the node on every pass and
+    across nodes on the last, full on every pass (the module docstring says why); not sharded, nothing.
+    Every process must run as many passes (trainers.update.lockstep). The last pass sets the default (a
+    reduction on every backward) back; a plan broken off is overridden by the next one's first pass."""
+
+    def __init__(self, model: Any, passes: int) -> None:
+        root = model.__dict__.get(_ROOT) if isinstance(model, torch.nn.Module) else None
+        sharding = model.__dict__.get(_SHARDING) if root is not None else None
+        self._defer: Callable[..., None] | None = None
+        if sharding == "replicate":
+            self._defer = root.set_requires_gradient_sync
+        elif sharding == "hybrid":
+            self._defer = root.set_requires_all_reduce
+        self.passes = passes
+        self.done = 0
+
+    def next_pass(self) -> None:
+        """Call before each pass's backward (its units' post-backward hooks read the setting)."""
+        self.done += 1
+        if self._defer is not None:
+            self._defer(self.done >= self.passes, recurse=True)
 
 
 def full_tensor(tensor: torch.Tensor) -> torch.Tensor:

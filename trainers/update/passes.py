@@ -1,6 +1,9 @@
 """Step 8 of the algorithm, one optimisation pass: the batch in micro-batches with gradient accumulation
 (policy loss + KL term - entropy bonus, and the guidance term), then one optimiser step.
 
+Sharded, the accumulated gradient is reduced over the processes once, in the last backward, where that
+costs no memory (replicate; hybrid across nodes: `trainers.scale.sharding.ReduceOnLast`).
+
 Each micro-batch's loss is weighted by its share of the aggregation units (tokens or sequences), so the
 accumulated gradient is that of the whole batch's loss. Under several processes the loss is the whole
 step's over every process: units are counted over all of them, and each process's share is scaled by the
@@ -21,6 +24,7 @@ from trainers.algorithms.masked import masked_sum
 from trainers.algorithms.policy_losses import PolicyLossFn
 from trainers.algorithms.token_selection import TokenSelection
 from trainers.scale.distributed import DistInfo, sum_over_processes
+from trainers.scale.sharding import ReduceOnLast
 from trainers.spec import RunSpec
 from trainers.update.batches import TokenBatch
 from trainers.update.lockstep import Lockstep
@@ -70,6 +74,8 @@ class OptimisationPass:
         splits = micro_batching.split(batch)
         guidance_splits = micro_batching.split(guidance) if guidance is not None else []
         idle = self.lockstep.idle_passes(len(splits) + len(guidance_splits))  # agreed before the first forward
+        guided = len(guidance_splits) if algo.guidance_coef > 0 else 0
+        reduction = ReduceOnLast(self.model, len(splits) + guided + idle)  # the gradients reduced on the last
         for rows in splits:
             mb = batch.select(rows)
             T = mb.completion_mask.shape[1]
@@ -118,20 +124,24 @@ class OptimisationPass:
             parts["actor/entropy"] = entropy_loss.item()
             parts["actor/loss"] = (out.loss + rest).item()
             pg_weight = accumulation_weight(pm, pg_units, mode)
+            reduction.next_pass()
             ((out.loss * pg_weight + rest * accumulation_weight(m, total_units, mode)) * scale).backward()
             weight = accumulation_weight(m, local_units, mode).item()
             for key, value in parts.items():
                 sums[key] = sums.get(key, 0.0) + value * weight
-        if algo.guidance_coef > 0:
-            sums |= self._guidance(guidance, guidance_splits, total_guidance, scale, sums.get("actor/loss", 0.0))
+        if guided:
+            sums |= self._guidance(guidance, guidance_splits, total_guidance, scale, sums.get("actor/loss", 0.0),
+                                   reduction)  # fmt: skip
         for _ in range(idle):
+            reduction.next_pass()
             self.lockstep.idle_pass(self.model, grad=True)
         sums["actor/grad_norm"] = apply_gradients(self.model, self.optimizer, spec.optim.max_grad_norm)
         return sums
 
     def _guidance(
-        self, guidance: TokenBatch | None, splits: list, total_tokens: torch.Tensor, scale: int, policy_loss: float
-    ) -> dict[str, float]:
+        self, guidance: TokenBatch | None, splits: list, total_tokens: torch.Tensor, scale: int, policy_loss: float,
+        reduction: ReduceOnLast,
+    ) -> dict[str, float]:  # fmt: skip
         """The guidance term's micro-batches (trainers.algorithms.guidance): coef * (their token losses' sum
         / every process's guidance tokens), accumulated into the pass's gradient. Returns `guidance/sft_loss`
         (this process's token mean) and `guidance/loss_share` (the term's share of the loss's magnitude)."""
@@ -148,6 +158,7 @@ class OptimisationPass:
                     pack_tokens=pack_tokens,
                 )  # fmt: skip
             part = masked_sum(guidance_token_loss(logp, mask, algo.guidance_shaping), mask)
+            reduction.next_pass()
             (algo.guidance_coef * part / total_tokens * scale).backward()
             loss_sum += part.item()
             tokens += mask.sum().item()
@@ -161,6 +172,9 @@ class OptimisationPass:
         """This process's part of a pass when all its groups were filtered out: no units and a gradient of
         zero, through the same collectives as the others."""
         sum_over_processes(torch.zeros(3, device=self.lockstep.device), self.dist)  # as __call__'s one reduction
-        for _ in range(self.lockstep.idle_passes(0)):
+        idle = self.lockstep.idle_passes(0)
+        reduction = ReduceOnLast(self.model, idle)
+        for _ in range(idle):
+            reduction.next_pass()
             self.lockstep.idle_pass(self.model, grad=True)
         apply_gradients(self.model, self.optimizer, self.spec.optim.max_grad_norm)
