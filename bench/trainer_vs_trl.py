@@ -133,7 +133,10 @@ def write_dataset(path: Path, n_prompts: int, questions: list[str] = QUESTIONS) 
     return path
 
 
-def make_spec(model_dir: Path, data_path: Path, out_dir: Path, case: Case, precision: str, ours_optim: dict) -> dict:
+def make_spec(
+    model_dir: Path, data_path: Path, out_dir: Path, case: Case, precision: str, ours_optim: dict,
+    ours_model: dict | None = None,
+) -> dict:  # fmt: skip
     """Our RunSpec (as JSON) for a case; validated in the worker, where the spec's fields are known."""
     optim = {
         "lr": 1e-5,
@@ -150,7 +153,7 @@ def make_spec(model_dir: Path, data_path: Path, out_dir: Path, case: Case, preci
         optim["precision"] = precision  # without the field, float32 is today's only precision
     return {
         "name": "bench",
-        "model": {"path": str(model_dir), "dtype": "float32", "gradient_checkpointing": False},
+        "model": {"path": str(model_dir), "dtype": "float32", "gradient_checkpointing": False, **(ours_model or {})},
         "data": {"path": str(data_path), "shuffle": False},
         "rubric": {"criteria": [{"name": "has_a", "kind": "contains", "params": {"keywords": ["a", "e"]}}]},
         "algorithm": {
@@ -223,6 +226,11 @@ def run_ours(job: dict) -> dict:
             gen_cpu[0] += time.process_time() - c0
 
     trainer.engine.generate = timed_generate
+    memory = None
+    if job.get("memory_phases"):
+        from bench.phase_memory import instrument
+
+        memory = instrument(trainer)
     times, phases, lengths, prompts = [], [], [], []
     try:
         for _ in range(job["steps"]):
@@ -239,6 +247,8 @@ def run_ours(job: dict) -> dict:
             if not prompts:  # the first step's prompts, as token ids (compared with TRL's)
                 prompts = sorted({tuple(ep.prompt_ids) for ep in episodes})
     finally:
+        if memory is not None:
+            memory.stop()
         trainer.close()
     return {
         "times": times,
@@ -247,6 +257,7 @@ def run_ours(job: dict) -> dict:
         "start_rss_mb": start_rss,
         "start_cuda_mb": start_cuda,
         "prompt_ids": prompts,
+        "memory_phases": memory.peaks if memory is not None else None,
     }
 
 
@@ -579,7 +590,7 @@ def bench_case(case: Case, precision: str, args: argparse.Namespace, work: Path)
     else:
         data = write_dataset(work / f"data-{case.prompts}.jsonl", case.prompts)
     tag = f"{case.size}-{case.kind}-{precision}"
-    spec = make_spec(model_dir, data, work / f"ours-{tag}", case, precision, args.ours_optim)
+    spec = make_spec(model_dir, data, work / f"ours-{tag}", case, precision, args.ours_optim, args.ours_model)
     if case.kind == "fixed":
         lengths_note = f"x {case.max_new_tokens} new tokens"
     elif case.kind == "pretrained":
@@ -598,6 +609,7 @@ def bench_case(case: Case, precision: str, args: argparse.Namespace, work: Path)
         "fixed_length": case.kind == "fixed",
         "precision": precision,
         "threads": args.threads,
+        "memory_phases": args.memory_phases,
     }
     sides: dict[str, dict] = {
         side: {"times": [], "lengths": [], "peak": [], "rss": [], "start": [], "phases": []} for side in args.sides
@@ -628,6 +640,11 @@ def bench_case(case: Case, precision: str, args: argparse.Namespace, work: Path)
                 f"  round {r + 1} {side:>4}: {fmt(out['times'][1:])}; {memory}; "
                 f"tokens/completion {length_summary(out['lengths'][1:])}"
             )
+            if out.get("memory_phases"):
+                from bench.phase_memory import table
+
+                print(f"  round {r + 1} ours, peak memory by phase (every step, warm-up included):")
+                print(table(out["memory_phases"]))
     result = {"case": case.name, "precision": precision, "device": args.device}
     for side, acc in sides.items():
         if not acc["times"]:
@@ -756,7 +773,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2, help="torch threads for both")
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="which clock the summary table uses")
     p.add_argument("--ours-optim", type=json.loads, default={}, help="JSON merged into our optim section")
+    p.add_argument(
+        "--ours-model",
+        type=json.loads,
+        default={},
+        help="JSON merged into our model section, e.g. '{\"gradient_checkpointing\": true}' (TRL's stays off)",
+    )
     p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument(
+        "--memory-phases",
+        action="store_true",
+        help="ours: sample the resident set and malloc's bytes in use per phase of the step (bench/phase_memory.py)",
+    )
     p.add_argument(
         "--sides",
         default="ours,trl",
