@@ -69,15 +69,6 @@ TEAM_SCALE_TESTS = (
 )
 
 
-# Tests inside TEAM_SCALE_TESTS whose outcome the database and the broker cannot change: what they check is an
-# engine's memory or a package's own environment, and each costs minutes. The first pass runs them; the second
-# leaves them out (`--deselect`) so the suite stays inside CI's 90 minutes.
-TEAM_SCALE_SKIPS = (
-    "tests/studio/test_end_to_end.py::test_a_vllm_run_on_the_worker_samples_the_trained_policy_and_gives_its_memory_back",
-    "tests/workers/test_verifiers_runs.py",
-)
-
-
 def _team_scale_args(pytest_args: list[str]) -> list[str]:
     """The second pass's pytest arguments: the given test paths that lie under TEAM_SCALE_TESTS (a folder
     above some of them stands for those), all of TEAM_SCALE_TESTS when no path is given, with every other
@@ -94,11 +85,10 @@ def _team_scale_args(pytest_args: list[str]) -> list[str]:
 
     paths = [a for a in pytest_args if is_path(a)]
     options = [a for a in pytest_args if not is_path(a)]
-    kept = list(TEAM_SCALE_TESTS) if not paths else [t for p in paths for t in again(p)]
-    if not kept:
-        return []
-    skips = [arg for skip in TEAM_SCALE_SKIPS if skip not in paths for arg in ("--deselect", skip)]
-    return [*kept, *skips, *options]
+    if not paths:
+        return [*TEAM_SCALE_TESTS, *options]
+    kept = [t for p in paths for t in again(p)]
+    return [*kept, *options] if kept else []
 
 
 def _pytest(extra: list[str], env: dict[str, str]) -> int:

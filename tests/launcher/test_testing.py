@@ -1,38 +1,24 @@
 """Which tests `./studioctl test`'s second pass (PostgreSQL + Redis) runs again (launcher/testing.py)."""
 
-from launcher.processes import ROOT
-from launcher.testing import TEAM_SCALE_SKIPS, TEAM_SCALE_TESTS, _team_scale_args
-
-SKIPS = [arg for skip in TEAM_SCALE_SKIPS for arg in ("--deselect", skip)]
+from launcher.testing import TEAM_SCALE_TESTS, _team_scale_args
 
 
 def test_without_paths_the_second_pass_runs_every_database_bound_package_with_the_options_given():
-    assert _team_scale_args(["-q", "-x"]) == [*TEAM_SCALE_TESTS, *SKIPS, "-q", "-x"]
+    assert _team_scale_args(["-q", "-x"]) == [*TEAM_SCALE_TESTS, "-q", "-x"]
 
 
 def test_a_folder_above_database_bound_tests_stands_for_those_under_it():
     assert _team_scale_args(["tests/studio", "-q"]) == [
         t for t in TEAM_SCALE_TESTS if t.startswith("tests/studio/")
-    ] + SKIPS + ["-q"]
-    assert _team_scale_args(["tests"]) == [*TEAM_SCALE_TESTS, *SKIPS]
+    ] + ["-q"]
+    assert _team_scale_args(["tests"]) == list(TEAM_SCALE_TESTS)
 
 
 def test_a_path_inside_a_database_bound_package_is_run_again_as_given():
     assert _team_scale_args(["tests/studio/runs/test_runs.py::RunsTest", "-x"]) == [
         "tests/studio/runs/test_runs.py::RunsTest",
-        *SKIPS,
         "-x",
     ]
-
-
-def test_the_tests_the_second_pass_leaves_out_exist_and_a_named_one_still_runs():
-    for skip in TEAM_SCALE_SKIPS:
-        path, _, name = skip.partition("::")
-        assert (ROOT / path).is_file(), skip
-        assert not name or f"def {name}(" in (ROOT / path).read_text(), skip
-    named = TEAM_SCALE_SKIPS[0]  # asked for by name, it is run again, not left out
-    args = _team_scale_args([named])
-    assert args[0] == named and named not in args[1:]
 
 
 def test_paths_that_hold_no_database_bound_test_are_not_run_again():

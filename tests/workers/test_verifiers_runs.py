@@ -10,10 +10,11 @@ import json
 
 import pytest
 
+from tests.passes import first_pass_only
 from tests.trainers.rollout.environments import verifiers_packages as packages
 from tests.workers.worker_studio import studio_with_worker
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, first_pass_only]  # its worker's studio is a SQLite file and a Redis of its own
 
 OVERRIDES = {
     "algorithm": {"group_size": 2},
