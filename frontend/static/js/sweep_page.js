@@ -1,7 +1,14 @@
 // A sweep's plots from the numbers the server sends (json_script "sweep-plot"): the objective over trials
 // (each trial a point, the best so far a line), plotly's parcoords of the settings against the objective
 // (log ranges drawn on a log10 axis), and Optuna's parameter importances as bars. Names are set as text.
+// While the sweep is active the page follows it: the sweep's API is read every POLL_MS, and when its state or
+// a trial's (state, objective, run state) changed, the page's live part is read again and drawn anew (the
+// server renders the table and the importances, so the page shows what a reload would). A studio that does not
+// answer (restarting) is read again at the next tick.
+import { Api } from "./api.js";
 import { chartColors } from "./theme.js";
+
+const POLL_MS = 4000;
 
 const CONFIG = { displayModeBar: false, responsive: true };
 
@@ -62,5 +69,45 @@ function draw() {
   document.body.dataset.sweepDrawn = "1";
 }
 
-if (document.readyState === "complete") draw();
-else window.addEventListener("load", draw);
+function signature(sweep) {
+  return JSON.stringify([sweep.state, sweep.trials.map((t) => [t.number, t.state, t.objective, t.run_state])]);
+}
+
+async function swap(live) {
+  const resp = await fetch(window.location.pathname, { credentials: "same-origin", headers: { Accept: "text/html" } });
+  if (!resp.ok) throw new Error(`GET ${window.location.pathname}: ${resp.status}`);
+  const fresh = new DOMParser().parseFromString(await resp.text(), "text/html").querySelector("[data-sweep-live]");
+  if (!fresh) throw new Error("the sweep page came back without its live part");
+  live.replaceChildren(...Array.from(fresh.childNodes).map((n) => document.importNode(n, true)));
+  draw();
+  document.body.dataset.sweepRefreshed = String(Number(document.body.dataset.sweepRefreshed || 0) + 1);
+}
+
+function follow() {
+  const live = document.querySelector("[data-sweep-live]");
+  if (!live) return;
+  const api = new Api();
+  let seen = null;
+  const tick = async () => {
+    try {
+      const sweep = await api.get(`/api/sweeps/${live.dataset.sweepId}/`);
+      const now = signature(sweep);
+      const shown = () => live.querySelector("[data-sweep-state]")?.textContent;
+      if ((seen !== null && now !== seen) || shown() !== sweep.state) await swap(live);
+      seen = now;
+      if (sweep.state !== "active" && shown() === sweep.state) return; // it ended, and the page says so
+    } catch (err) {
+      console.warn(`could not read the sweep again: ${err.message}`);
+    }
+    setTimeout(tick, POLL_MS);
+  };
+  if (live.querySelector("[data-sweep-state]")?.textContent === "active") setTimeout(tick, POLL_MS);
+}
+
+function start() {
+  draw();
+  follow();
+}
+
+if (document.readyState === "complete") start();
+else window.addEventListener("load", start);
