@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -66,14 +65,6 @@ r = SuiteRun.objects.order_by("-pk").first()
 print(json.dumps({"id": r.pk if r else None, "state": r.state if r else None,
                   "cells": [[x.model_label, x.task, x.run_id] for x in r.results.all()] if r else []}))
 """
-
-
-def script(studio: LiveStudio, code: str, *args: object) -> dict:
-    done = subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=ROOT, env=studio.env,
-                          capture_output=True, text=True)  # fmt: skip
-    if done.returncode:
-        raise SystemExit(f"a studio script failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def wait(what: str, check, timeout_s: float, every_s: float = 5.0):
@@ -145,10 +136,10 @@ def main() -> None:
                          "validation": {"every_n_steps": 1000, "at_start": False}}  # fmt: skip
             if args.group_size:
                 overrides["algorithm"] = {"group_size": args.group_size}
-            launched = script(studio, LAUNCH, json.dumps(overrides))
+            launched = studio.script(LAUNCH, json.dumps(overrides))
 
             def trained():
-                now = script(studio, STATE, launched["run"])
+                now = studio.script(STATE, launched["run"])
                 if now["state"] in ("failed", "cancelled"):
                     raise SystemExit(f"the demo run ended {now['state']}: {now['error']}")
                 return now if now["state"] == "succeeded" else None
@@ -160,17 +151,13 @@ def main() -> None:
 
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-                context = browser.new_context(viewport={"width": 1400, "height": 1000})
-                context.add_cookies([{"name": "sessionid", "value": launched["session"], "url": studio.base_url}])
-                page = context.new_page()
-                errors: list[str] = []
-                page.on("pageerror", lambda err: errors.append(str(err)))
+                page, errors = studio.session_page(browser, launched["session"], width=1400, height=1000)
                 write_suite(page, studio.base_url, args)
                 launch_suite(page, launched["model"])
                 suite_started = time.monotonic()
 
                 def scored():
-                    now = script(studio, SUITE_RUN)
+                    now = studio.script(SUITE_RUN)
                     if now["state"] in ("failed", "cancelled"):
                         raise SystemExit(f"the suite run ended {now['state']}:\n{studio.logs()[-4000:]}")
                     return now if now["state"] == "succeeded" else None

@@ -19,7 +19,7 @@ import sys
 import pytest
 
 from tests.browser.live_studio import ROOT, LiveStudio, requires_chromium
-from tests.browser.test_run_stop import LAUNCH
+from tests.browser.test_run_stop import launch
 
 pytestmark = [pytest.mark.slow, requires_chromium]
 
@@ -70,20 +70,10 @@ def studio(tmp_path_factory):
 
 
 def open_run(browser, studio, session: str, run_id: int):
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    context.add_cookies([{"name": "sessionid", "value": session, "url": studio.base_url}])
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda err: errors.append(str(err)))
+    page, errors = studio.session_page(browser, session)
     page.goto(f"{studio.base_url}/runs/{run_id}/")
     page.wait_for_selector("body[data-ready='1']", timeout=30_000)
     return page, errors
-
-
-def launch(studio, overrides: dict) -> dict:
-    done = subprocess.run([sys.executable, "-c", LAUNCH, json.dumps(overrides)], cwd=ROOT, env=studio.env,
-                          check=True, capture_output=True, text=True)  # fmt: skip
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")

@@ -17,13 +17,11 @@ Either way the page's live mark then says "stopped", not "finished".
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 
 import pytest
 
-from tests.browser.live_studio import ROOT, LiveStudio, requires_chromium
+from tests.browser.live_studio import LiveStudio, requires_chromium
 
 pytestmark = [pytest.mark.slow, requires_chromium]
 
@@ -70,20 +68,14 @@ def studio(tmp_path_factory):
     live.stop()
 
 
-def script(studio, code: str, *args) -> dict:
-    done = subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=ROOT, env=studio.env, check=True,
-                          capture_output=True, text=True)  # fmt: skip
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def launch(studio, overrides: dict) -> dict:
-    return script(studio, LAUNCH, json.dumps(overrides))
+    return studio.script(LAUNCH, json.dumps(overrides))
 
 
 def wait_state(studio, run_id: int, states: tuple[str, ...], timeout: float) -> dict:
     deadline = time.monotonic() + timeout
     while True:
-        now = script(studio, STATE, run_id)
+        now = studio.script(STATE, run_id)
         if now["state"] in states or time.monotonic() > deadline:
             return now
         time.sleep(1)
@@ -92,16 +84,12 @@ def wait_state(studio, run_id: int, states: tuple[str, ...], timeout: float) -> 
 def stop_from_the_page(browser, studio, launched: dict, choice: str) -> tuple[float, dict]:
     """Open the run page while the run samples its long step, stop it with `choice`; the seconds from the
     click to the page's "cancelled", and the run as the database has it then."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    context.add_cookies([{"name": "sessionid", "value": launched["session"], "url": studio.base_url}])
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda err: errors.append(str(err)))
+    page, errors = studio.session_page(browser, launched["session"])
     page.goto(f"{studio.base_url}/runs/{launched['run']}/")
     page.wait_for_selector("body[data-ready='1']", timeout=30_000)
     page.wait_for_function("document.querySelector('[data-run-state]').textContent === 'running'", timeout=120_000)
     time.sleep(4)  # the model is loaded and the step's sampling under way
-    assert script(studio, STATE, launched["run"])["state"] == "running"
+    assert studio.script(STATE, launched["run"])["state"] == "running"
     page.locator("[data-run-action=cancel]").click()
     dialog = page.locator("dialog[data-stop-dialog]")
     dialog.wait_for(state="visible")
@@ -117,8 +105,8 @@ def stop_from_the_page(browser, studio, launched: dict, choice: str) -> tuple[fl
     answer = page.locator("[data-action-answer]").inner_text()
     assert answer.startswith("Stopping"), answer
     assert not errors, errors
-    context.close()
-    return took, script(studio, STATE, launched["run"])
+    page.context.close()
+    return took, studio.script(STATE, launched["run"])
 
 
 def test_stop_now_ends_a_running_step_within_seconds_without_a_checkpoint(browser, studio):
