@@ -15,7 +15,7 @@ HELP = """usage: ./studioctl test [pytest arguments]
 
 Runs pytest on tests/ with the embedded defaults (SQLite, an embedded Redis), then the database-bound
 tests again on PostgreSQL + Redis when both answer on localhost (5432, 6379): exactly what .ci/run calls.
-The whole suite takes about 32 minutes on 2 CPU cores (28 the first pass, 4 the second).
+The whole suite takes about 75 minutes on 2 quiet CPU cores (CI, with set-up), 94 on 2 shared ones.
 
 environment:
   STUDIO_TEST_TEAM_SCALE     auto (the default: when both answer), 1 (demand the second pass), 0 (skip it)
