@@ -204,7 +204,9 @@ def install(check: Check, bundle_dir: Path | None) -> None:
         site = check.out / "dry-run-site"
     step = check.sh("install", [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
                                 "--no-cache-dir", "--upgrade", "--target", str(site), *map(str, wheels)], 300)  # fmt: skip
-    check.figure("install", "wheels installed", f"{len(wheels)} ({sum(w.stat().st_size for w in wheels) / 2**20:.1f} MiB)")
+    check.figure(
+        "install", "wheels installed", f"{len(wheels)} ({sum(w.stat().st_size for w in wheels) / 2**20:.1f} MiB)"
+    )
     if step["rc"] == 0 and not check.dry:
         check.env["PYTHONPATH"] = os.pathsep.join([str(site), check.env["PYTHONPATH"]])
 
