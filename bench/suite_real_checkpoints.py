@@ -27,7 +27,7 @@ from playwright.sync_api import sync_playwright
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.browser.live_studio import CHROMIUM, CHROMIUM_ARGS, LiveStudio  # noqa: E402
+from tests.browser.live_studio import CHROMIUM, CHROMIUM_ARGS, LiveStudio, wait_for  # noqa: E402
 
 # The real demo launched with `overrides` (a checkpoint every step, no validation to wait for); prints the
 # run's id, the demo's model folder and a session of the user who launched it.
@@ -65,17 +65,6 @@ r = SuiteRun.objects.order_by("-pk").first()
 print(json.dumps({"id": r.pk if r else None, "state": r.state if r else None,
                   "cells": [[x.model_label, x.task, x.run_id] for x in r.results.all()] if r else []}))
 """
-
-
-def wait(what: str, check, timeout_s: float, every_s: float = 5.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise SystemExit(f"gave up waiting for {what} after {timeout_s:.0f} s")
-        time.sleep(every_s)
 
 
 def write_suite(page, base_url: str, args: argparse.Namespace) -> None:
@@ -144,7 +133,7 @@ def main() -> None:
                     raise SystemExit(f"the demo run ended {now['state']}: {now['error']}")
                 return now if now["state"] == "succeeded" else None
 
-            run = wait("the demo run", trained, 90 * 60, every_s=10)
+            run = wait_for("the demo run", trained, 90 * 60, every_s=10)
             train_s = time.monotonic() - started
             print(f"trained: run #{launched['run']}, {run['last_step']} steps, checkpoints at {run['checkpoints']}, "
                   f"{train_s / 60:.1f} min", flush=True)  # fmt: skip
@@ -162,7 +151,7 @@ def main() -> None:
                         raise SystemExit(f"the suite run ended {now['state']}:\n{studio.logs()[-4000:]}")
                     return now if now["state"] == "succeeded" else None
 
-                suite_run = wait("the suite run", scored, 90 * 60, every_s=10)
+                suite_run = wait_for("the suite run", scored, 90 * 60, every_s=10)
                 suite_s = time.monotonic() - suite_started
                 page.reload()
                 page.wait_for_selector("[data-suite-heatmap] .main-svg", timeout=60_000)

@@ -29,7 +29,7 @@ from playwright.sync_api import sync_playwright
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.browser.live_studio import CHROMIUM, CHROMIUM_ARGS, LiveStudio  # noqa: E402
+from tests.browser.live_studio import CHROMIUM, CHROMIUM_ARGS, LiveStudio, wait_for  # noqa: E402
 from tests.browser.test_sweep import STATE  # noqa: E402
 
 OBJECTIVE = "reward/mean"
@@ -94,17 +94,6 @@ print(json.dumps({r.pk: (r.finished - r.started).total_seconds() if r.started an
 """
 
 
-def wait(what: str, check, timeout_s: float, every_s: float = 3.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise SystemExit(f"gave up waiting for {what} after {timeout_s:.0f} s")
-        time.sleep(every_s)
-
-
 def start_sweep(page, base_url: str, experiment: int, args: argparse.Namespace) -> int:
     """The sweep launched from the experiment's "New sweep" form; its id."""
     page.goto(f"{base_url}/experiments/{experiment}/")
@@ -162,7 +151,7 @@ def main() -> int:
                 now = studio.script(RUN, default_run, OBJECTIVE)
                 return now if now["state"] not in ("queued", "running") else None
 
-            default = wait("the default run", ended_run, 30 * 60)
+            default = wait_for("the default run", ended_run, 30 * 60)
             default_wall = time.monotonic() - began
             if default["state"] != "succeeded":
                 raise SystemExit(f"the default run ended {default['state']}: {default['error']}\n{studio.logs()}")
@@ -182,7 +171,7 @@ def main() -> int:
                         sweep = json.load(answer)
                     return sweep if sweep["state"] != "active" else None
 
-                wait("the sweep", finished, 90 * 60)
+                wait_for("the sweep", finished, 90 * 60)
                 sweep_wall = time.monotonic() - began
                 sweep = studio.script(STATE)["sweep"]
                 if args.screenshot:

@@ -16,8 +16,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -25,6 +26,8 @@ from launcher.processes import ROOT, Children, _signal, free_port, start_embedde
 from launcher.readiness import node_name
 from launcher.studio import RUN_WORKER_STOP_GRACE_S
 from tests.migrated import migrate
+
+T = TypeVar("T")
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -56,6 +59,19 @@ requires_chromium = pytest.mark.skipif(
     not CHROMIUM.exists(),
     reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium chromium-driver)",
 )
+
+
+def wait_for(what: str, check: Callable[[], T | None], timeout_s: float, every_s: float = 3.0) -> T:
+    """The first value of `check()` that is not None, asked every `every_s` seconds; TimeoutError naming
+    `what` after `timeout_s` (the benches that drive a live studio wait on runs and sweeps this way)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gave up waiting for {what} after {timeout_s:.0f} s")
+        time.sleep(every_s)
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:

@@ -165,7 +165,7 @@ class ReduceOnLast:
     reduction on every backward) back; a plan broken off is overridden by the next one's first pass."""
 
     def __init__(self, model: Any, passes: int) -> None:
-        root = model.__dict__.get(_ROOT) if isinstance(model, torch.nn.Module) else None
+        root = model.__dict__[_ROOT] if is_sharded(model) else None
         sharding = model.__dict__.get(_SHARDING) if root is not None else None
         self._defer: Callable[..., None] | None = None
         if sharding == "replicate":
